@@ -1,0 +1,208 @@
+//! Line-oriented input with line numbers and the shared reject reporting.
+
+use std::io::{self, BufRead, Write};
+
+use crate::error::{Error, Result};
+
+/// One input line.
+#[derive(Debug)]
+pub struct Line<'a> {
+    /// 1-based line number.
+    pub number: u64,
+    /// The text, without the line ending (`\n` or `\r\n`).
+    pub text: &'a str,
+    /// True for a last line that had no newline (a writer killed mid-line).
+    pub unterminated: bool,
+}
+
+/// Reads lines one at a time into a reused buffer, numbering them.
+/// Invalid UTF-8 is reported as an error for that line, not a failure of the
+/// whole stream.
+pub struct LineReader<R> {
+    inner: R,
+    buf: Vec<u8>,
+    number: u64,
+}
+
+impl<R: BufRead> LineReader<R> {
+    /// Wraps a buffered reader.
+    pub fn new(inner: R) -> Self {
+        LineReader {
+            inner,
+            buf: Vec::with_capacity(1024),
+            number: 0,
+        }
+    }
+
+    /// The next line: `Ok(None)` at the end, `Ok(Some(Err(reason)))` for a
+    /// line that is not valid UTF-8.
+    #[allow(clippy::type_complexity)]
+    pub fn next_line(
+        &mut self,
+    ) -> io::Result<Option<std::result::Result<Line<'_>, (u64, String)>>> {
+        self.buf.clear();
+        let n = self.inner.read_until(b'\n', &mut self.buf)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.number += 1;
+        let mut end = self.buf.len();
+        let unterminated = self.buf[end - 1] != b'\n';
+        if !unterminated {
+            end -= 1;
+            if end > 0 && self.buf[end - 1] == b'\r' {
+                end -= 1;
+            }
+        }
+        match std::str::from_utf8(&self.buf[..end]) {
+            Ok(text) => Ok(Some(Ok(Line {
+                number: self.number,
+                text,
+                unterminated,
+            }))),
+            Err(e) => Ok(Some(Err((
+                self.number,
+                format!("not valid UTF-8 (byte {})", e.valid_up_to()),
+            )))),
+        }
+    }
+
+    /// Lines read so far.
+    pub fn lines_read(&self) -> u64 {
+        self.number
+    }
+}
+
+/// Counts and reports rejected input lines as `tool: [file: ]line N: reason`.
+#[derive(Debug)]
+pub struct Rejects {
+    tool: &'static str,
+    /// Lines rejected so far.
+    pub rejected: u64,
+    /// Lines tolerated with a warning (a truncated last line).
+    pub warned: u64,
+    /// Stop at the first bad line.
+    pub strict: bool,
+    quiet_after: u64,
+}
+
+impl Rejects {
+    /// A reporter for `tool`.
+    pub fn new(tool: &'static str) -> Self {
+        Rejects {
+            tool,
+            rejected: 0,
+            warned: 0,
+            strict: false,
+            quiet_after: 1000,
+        }
+    }
+
+    /// Reports one bad line on stderr. With `strict`, returns an error instead.
+    pub fn reject(&mut self, source: Option<&str>, line: u64, reason: &str) -> Result<()> {
+        self.rejected += 1;
+        let place = match source {
+            Some(s) => format!("{s}: line {line}"),
+            None => format!("line {line}"),
+        };
+        if self.strict {
+            return Err(Error::Other(format!("{place}: {reason}")));
+        }
+        if self.rejected <= self.quiet_after {
+            let _ = writeln!(io::stderr().lock(), "{}: {place}: {reason}", self.tool);
+        } else if self.rejected == self.quiet_after + 1 {
+            let _ = writeln!(
+                io::stderr().lock(),
+                "{}: more rejected lines follow; only the count is reported",
+                self.tool
+            );
+        }
+        Ok(())
+    }
+
+    /// Reports a tolerated problem (not counted as a reject).
+    pub fn warn(&mut self, source: Option<&str>, line: u64, reason: &str) {
+        self.warned += 1;
+        let place = match source {
+            Some(s) => format!("{s}: line {line}"),
+            None => format!("line {line}"),
+        };
+        let _ = writeln!(io::stderr().lock(), "{}: {place}: {reason}", self.tool);
+    }
+
+    /// `Err(Rejected)` when anything was rejected, so the exit status says so.
+    pub fn finish(&self, total: u64) -> Result<()> {
+        if self.rejected > 0 {
+            return Err(Error::Rejected {
+                rejected: self.rejected,
+                total,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Opens a path for reading, with `-` meaning stdin.
+pub fn open_input(path: &str) -> Result<Box<dyn BufRead>> {
+    if path == "-" {
+        return Ok(Box::new(io::BufReader::with_capacity(1 << 16, io::stdin())));
+    }
+    let f = std::fs::File::open(path).map_err(|source| Error::Io {
+        context: format!("cannot open {path}"),
+        source,
+    })?;
+    Ok(Box::new(io::BufReader::with_capacity(1 << 16, f)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_lines_and_strips_endings() {
+        let data = b"a\r\nb\n\nlast";
+        let mut r = LineReader::new(&data[..]);
+        let mut got = Vec::new();
+        while let Some(l) = r.next_line().unwrap() {
+            let l = l.unwrap();
+            got.push((l.number, l.text.to_string(), l.unterminated));
+        }
+        assert_eq!(
+            got,
+            vec![
+                (1, "a".into(), false),
+                (2, "b".into(), false),
+                (3, "".into(), false),
+                (4, "last".into(), true)
+            ]
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_one_bad_line() {
+        let data = b"ok\n\xff\xfe\nok2\n";
+        let mut r = LineReader::new(&data[..]);
+        assert!(r.next_line().unwrap().unwrap().is_ok());
+        let bad = r.next_line().unwrap().unwrap().unwrap_err();
+        assert_eq!(bad.0, 2);
+        assert!(bad.1.contains("UTF-8"));
+        assert_eq!(r.next_line().unwrap().unwrap().unwrap().text, "ok2");
+        assert!(r.next_line().unwrap().is_none());
+    }
+
+    #[test]
+    fn rejects_make_the_run_fail() {
+        let mut r = Rejects::new("t");
+        assert!(r.finish(3).is_ok());
+        r.reject(None, 2, "bad").unwrap();
+        assert!(matches!(
+            r.finish(3),
+            Err(Error::Rejected {
+                rejected: 1,
+                total: 3
+            })
+        ));
+        r.strict = true;
+        assert!(r.reject(Some("f"), 3, "worse").is_err());
+    }
+}

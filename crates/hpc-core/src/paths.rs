@@ -1,0 +1,130 @@
+//! Where things live by default, and private, atomic file writes.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{IoContext, Result};
+
+/// The data folder: `$XDG_DATA_HOME/hpc-sizer`, else `~/.local/share/hpc-sizer`.
+pub fn data_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("hpc-sizer")
+}
+
+/// The database path: the flag, else `HPC_SIZER_DB`, else the data folder's `hpc-sizer.db`.
+pub fn db_path(flag: Option<&Path>) -> PathBuf {
+    if let Some(p) = flag {
+        return p.to_path_buf();
+    }
+    match std::env::var_os("HPC_SIZER_DB").filter(|v| !v.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => data_dir().join("hpc-sizer.db"),
+    }
+}
+
+/// The spool folder: the flag, else `HPC_SIZER_SPOOL`, else the data folder's `spool`.
+pub fn spool_dir(flag: Option<&Path>) -> PathBuf {
+    if let Some(p) = flag {
+        return p.to_path_buf();
+    }
+    match std::env::var_os("HPC_SIZER_SPOOL").filter(|v| !v.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => data_dir().join("spool"),
+    }
+}
+
+/// Creates a folder and its parents, new ones with mode 0700.
+pub fn create_private_dir(dir: &Path) -> Result<()> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .ctx(|| format!("cannot create {}", dir.display()))
+}
+
+/// Opens a new file for writing with mode 0600 (truncating an old one).
+pub fn create_private_file(path: &Path) -> Result<fs::File> {
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .ctx(|| format!("cannot create {}", path.display()))?;
+    // An existing file keeps its old mode through open(): tighten it.
+    f.set_permissions(fs::Permissions::from_mode(0o600))
+        .ctx(|| format!("cannot chmod {}", path.display()))?;
+    Ok(f)
+}
+
+/// Writes a file atomically: the bytes go to a private temporary file beside
+/// `path`, which is synced and renamed over it. A reader sees the old file or
+/// the new one, never half of it.
+pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(d) = dir {
+        create_private_dir(d)?;
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
+    let result = (|| {
+        let f = create_private_file(&tmp)?;
+        let mut w = std::io::BufWriter::new(f);
+        write(&mut w)?;
+        let f = w
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .ctx(|| format!("cannot write {}", tmp.display()))?;
+        f.sync_all()
+            .ctx(|| format!("cannot sync {}", tmp.display()))?;
+        fs::rename(&tmp, path).ctx(|| format!("cannot rename to {}", path.display()))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_is_private_and_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub/out.ndjson");
+        write_atomic(&p, |w| Ok(w.write_all(b"hello\n")?)).unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "hello\n");
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let dmode = fs::metadata(p.parent().unwrap())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(dmode, 0o700);
+        // A failed write leaves the old file and no temporary behind.
+        let r = write_atomic(&p, |_| Err(crate::Error::Other("boom".into())));
+        assert!(r.is_err());
+        assert_eq!(fs::read_to_string(&p).unwrap(), "hello\n");
+        assert_eq!(fs::read_dir(p.parent().unwrap()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn flag_beats_environment() {
+        let p = db_path(Some(Path::new("/x/y.db")));
+        assert_eq!(p, PathBuf::from("/x/y.db"));
+    }
+}

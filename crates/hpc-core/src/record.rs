@@ -1,0 +1,347 @@
+//! The record types that travel between the tools, one JSON object a line.
+//!
+//! Every record has a `kind`. Field names carry their units (`rss_mb`,
+//! `elapsed_s`); absent data is absent, never 0.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The kinds of record the tools exchange.
+pub const KINDS: [&str; 7] = [
+    "meta", "sample", "job", "summary", "flag", "analysis", "rec",
+];
+
+/// One SLURM job as the accounting database knows it, with its steps merged
+/// and the derived efficiencies and waste.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// The cluster name (sacct `Cluster`, or the ingest's `--cluster`).
+    pub cluster: String,
+    /// The job id as sacct shows it (`123`, `123_4`, `123+1`).
+    pub job_id: String,
+    /// The raw numeric id (unique per cluster; array tasks have their own).
+    pub job_id_raw: String,
+    /// The submitting user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The account charged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    /// The user's group (sacct `Group`, or a mapping file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The partition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// The job name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_name: Option<String>,
+    /// The normalised state (`CANCELLED by 42` becomes `CANCELLED`).
+    pub state: String,
+    /// The uid that cancelled the job, from `CANCELLED by <uid>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<u32>,
+    /// The exit code as `code:signal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<String>,
+    /// Submit time, RFC 3339.
+    #[serde(default)]
+    pub submit: Option<String>,
+    /// Start time, RFC 3339, or null when the job never started.
+    #[serde(default)]
+    pub start: Option<String>,
+    /// End time, RFC 3339, or null while it runs.
+    #[serde(default)]
+    pub end: Option<String>,
+    /// Wall time in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_s: Option<f64>,
+    /// The time limit in seconds (absent when unlimited or unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timelimit_s: Option<f64>,
+    /// Allocated CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alloc_cpus: Option<u32>,
+    /// Allocated GPUs (from AllocTRES).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alloc_gpus: Option<u32>,
+    /// Allocated nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nnodes: Option<u32>,
+    /// Tasks (the largest NTasks of the job or its steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ntasks: Option<u32>,
+    /// The node list in SLURM's compressed form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_list: Option<String>,
+    /// The memory the job may use in total (after `n`/`c` scaling), MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub req_mem_mb: Option<f64>,
+    /// The largest MaxRSS of any step, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss_mb: Option<f64>,
+    /// Total CPU (user + system) seconds of all steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_cpu_s: Option<f64>,
+    /// CPU efficiency in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_eff: Option<f64>,
+    /// Memory efficiency in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_eff: Option<f64>,
+    /// CPU-hours reserved (allocated CPUs x elapsed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_hours_reserved: Option<f64>,
+    /// CPU-hours reserved but not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_hours_wasted: Option<f64>,
+    /// Memory GiB-hours reserved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_gb_hours_reserved: Option<f64>,
+    /// Memory GiB-hours reserved above the peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_gb_hours_wasted: Option<f64>,
+    /// GPU-hours reserved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hours_reserved: Option<f64>,
+    /// True once the state is final (not RUNNING, PENDING, ...).
+    pub is_final: bool,
+}
+
+/// A `job` record on the wire: the job with its `kind` tag.
+#[derive(Debug, Serialize)]
+pub struct Tagged<'a, T: Serialize> {
+    /// The record kind.
+    pub kind: &'static str,
+    /// The record itself.
+    #[serde(flatten)]
+    pub record: &'a T,
+}
+
+/// The first record a probe writes: what it watches and how.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Meta {
+    /// The SLURM job id, when there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    /// The SLURM step, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// The host name.
+    pub host: String,
+    /// Start time, Unix seconds.
+    pub start: f64,
+    /// The first sampling interval, seconds.
+    pub interval_s: f64,
+    /// The longest interval, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_interval_s: Option<f64>,
+    /// Requested CPUs on this node, from the SLURM environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub req_cpus: Option<u32>,
+    /// Requested memory, MiB, from the SLURM environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub req_mem_mb: Option<f64>,
+    /// Requested GPUs, from the SLURM environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub req_gpus: Option<u32>,
+    /// Number of nodes of the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nnodes: Option<u32>,
+    /// What is watched: `job`, `pid` or `command`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The probe's version.
+    pub probe_version: String,
+    /// Anything else the probe wants to say (sources found, cgroup path).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One sample of one node (or, after hpc-merge, of the whole job).
+/// Every field but `t` is optional: a source that is absent leaves it out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub struct Sample {
+    /// Unix seconds.
+    pub t: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_mb: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hwm_mb: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_mb: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pss_mb: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_user_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_sys_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_cores: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_frac: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub procs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_mb: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_mb: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_mbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_mbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_miss_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lustre_read_mbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lustre_write_mbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lustre_meta_ops: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpi: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_miss_rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_j: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_w: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ib_rx_mbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ib_tx_mbps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_util: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_mem_mb: Option<f64>,
+}
+
+/// A job-wide (no `host`) or per-node summary, written by hpc-merge.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The job id.
+    pub job_id: String,
+    /// The node; absent on the job-wide summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Sampled duration, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_s: Option<f64>,
+    /// Peak RSS, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_mb: Option<f64>,
+    /// Mean RSS, MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_rss_mb: Option<f64>,
+    /// CPU seconds (integral of busy cores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_s: Option<f64>,
+    /// Mean busy cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_cpu_cores: Option<f64>,
+    /// Coefficient of variation of per-node mean CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_cpu_cv: Option<f64>,
+    /// The nodes that contributed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// Nodes expected but without a file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_nodes: Vec<String>,
+    /// Where the merged series is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<String>,
+    /// Flags whose inputs were absent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_evaluated: Vec<String>,
+    /// Totals and means named like the sample fields (`read_mb`, `energy_j`, ...).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One raised anomaly flag.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Flag {
+    /// The job id.
+    pub job_id: String,
+    /// The flag name (`oom_killed`, `mem_overrequest`, ...).
+    pub flag: String,
+    /// The category (`misuse`, `I/O`, `hardware`, `multi-node`).
+    pub category: String,
+    /// The measured value.
+    #[serde(default)]
+    pub value: Option<f64>,
+    /// The threshold it was compared with.
+    #[serde(default)]
+    pub threshold: Option<f64>,
+    /// One line on why.
+    pub reason: String,
+}
+
+/// Finds the `kind` of an NDJSON line without parsing the whole object
+/// (falls back to a full parse when the fast path is unsure).
+pub fn peek_kind(line: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(line).ok()?;
+    v.get("kind")?.as_str().map(str::to_owned)
+}
+
+/// Writes `record` as one NDJSON line with its `kind` first.
+pub fn write_tagged<W: std::io::Write, T: Serialize>(
+    out: &mut W,
+    kind: &'static str,
+    record: &T,
+) -> crate::Result<()> {
+    serde_json::to_writer(&mut *out, &Tagged { kind, record })?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// Parses one NDJSON line into a typed record, dropping its `kind` tag
+/// (so records with a flattened `extra` map do not keep it twice).
+pub fn from_line<T: serde::de::DeserializeOwned>(line: &str) -> Result<T, String> {
+    let mut map: Map<String, Value> = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    map.remove("kind");
+    serde_json::from_value(Value::Object(map)).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_round_trips_with_kind_first() {
+        let j = Job {
+            cluster: "c".into(),
+            job_id: "1_2".into(),
+            job_id_raw: "5".into(),
+            state: "COMPLETED".into(),
+            max_rss_mb: Some(12.5),
+            is_final: true,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        write_tagged(&mut out, "job", &j).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("{\"kind\":\"job\""), "{text}");
+        assert!(!text.contains("mem_eff"), "absent stays absent: {text}");
+        assert!(text.contains("\"start\":null"));
+        let back: Job = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, j);
+        assert_eq!(peek_kind(&text).as_deref(), Some("job"));
+    }
+
+    #[test]
+    fn summary_keeps_extra_totals() {
+        let text = r#"{"kind":"summary","job_id":"9","peak_rss_mb":3.0,"read_mb":7.5}"#;
+        let s: Summary = serde_json::from_str(text).unwrap();
+        assert_eq!(s.peak_rss_mb, Some(3.0));
+        assert_eq!(s.extra.get("read_mb"), Some(&Value::from(7.5)));
+    }
+}

@@ -1,0 +1,690 @@
+//! Parsing of the values SLURM prints: memory sizes, durations, timestamps,
+//! job ids, job states and TRES lists.
+//!
+//! Every parser takes the text of one field and returns a typed value or a
+//! short reason, so callers can report `line N: Field 'x': reason`.
+
+/// How a memory request scales, from the old `n`/`c` suffixes of `ReqMem`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemScope {
+    /// A plain value: the whole job (or step) amount.
+    Total,
+    /// `Mn`: per node; multiply by the node count.
+    PerNode,
+    /// `Mc`: per CPU; multiply by the allocated CPU count.
+    PerCpu,
+}
+
+/// A parsed memory value in MiB with its scope.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mem {
+    /// The value in MiB (SLURM's `M`).
+    pub mb: f64,
+    /// Whether it is per node, per CPU or a total.
+    pub scope: MemScope,
+}
+
+impl Mem {
+    /// The total in MiB for a job with `nodes` nodes and `cpus` CPUs.
+    pub fn total_mb(&self, nodes: u32, cpus: u32) -> f64 {
+        match self.scope {
+            MemScope::Total => self.mb,
+            MemScope::PerNode => self.mb * f64::from(nodes.max(1)),
+            MemScope::PerCpu => self.mb * f64::from(cpus.max(1)),
+        }
+    }
+}
+
+/// Parses a SLURM memory size such as `312.50G`, `4000Mc`, `1Gn`, `322212K`.
+///
+/// `bare_unit` is the unit of a number with no suffix, as a multiplier of
+/// bytes: `ReqMem` counts in MiB, `MaxRSS` in bytes. Empty text is `None`.
+pub fn parse_mem(s: &str, bare_unit: f64) -> Result<Option<Mem>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    let bytes = s.as_bytes();
+    let mut end = bytes.len();
+    let mut scope = MemScope::Total;
+    match bytes[end - 1] {
+        b'n' => {
+            scope = MemScope::PerNode;
+            end -= 1;
+        }
+        b'c' => {
+            scope = MemScope::PerCpu;
+            end -= 1;
+        }
+        _ => {}
+    }
+    if end == 0 {
+        return Err(format!("'{s}': not a memory size"));
+    }
+    let mult = match bytes[end - 1] {
+        b'K' | b'k' => Some(1024.0),
+        b'M' | b'm' => Some(1024.0 * 1024.0),
+        b'G' | b'g' => Some(1024.0 * 1024.0 * 1024.0),
+        b'T' | b't' => Some(1024.0 * 1024.0 * 1024.0 * 1024.0),
+        b'P' | b'p' => Some(1024.0 * 1024.0 * 1024.0 * 1024.0 * 1024.0),
+        b'0'..=b'9' | b'.' => None,
+        _ => return Err(format!("'{s}': unknown memory unit")),
+    };
+    let num_end = if mult.is_some() { end - 1 } else { end };
+    let num = &s[..num_end];
+    let v = parse_decimal(num).ok_or_else(|| format!("'{s}': not a memory size"))?;
+    let bytes = v * mult.unwrap_or(bare_unit);
+    Ok(Some(Mem {
+        mb: bytes / (1024.0 * 1024.0),
+        scope,
+    }))
+}
+
+/// Parses a non-negative decimal number quickly (digits with at most one dot).
+fn parse_decimal(s: &str) -> Option<f64> {
+    if s.is_empty() {
+        return None;
+    }
+    let mut int: u64 = 0;
+    let mut frac: u64 = 0;
+    let mut frac_div: f64 = 1.0;
+    let mut seen_dot = false;
+    let mut digits = 0;
+    for &b in s.as_bytes() {
+        match b {
+            b'0'..=b'9' => {
+                digits += 1;
+                if seen_dot {
+                    if frac_div < 1e15 {
+                        frac = frac * 10 + u64::from(b - b'0');
+                        frac_div *= 10.0;
+                    }
+                } else {
+                    int = int.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+                }
+            }
+            b'.' if !seen_dot => seen_dot = true,
+            _ => return None,
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    Some(int as f64 + frac as f64 / frac_div)
+}
+
+/// A duration or time limit as SLURM prints it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limit {
+    /// A finite number of seconds.
+    Seconds(f64),
+    /// `UNLIMITED` (or `INFINITE`).
+    Unlimited,
+    /// `Partition_Limit`: the partition's limit applies.
+    PartitionLimit,
+}
+
+/// Parses `MM:SS.mmm`, `HH:MM:SS`, `D-HH:MM:SS` (any number of days),
+/// `D-HH`, `D-HH:MM`, `UNLIMITED`, `Partition_Limit`. Empty and `INVALID`
+/// give `None`.
+pub fn parse_limit(s: &str) -> Result<Option<Limit>, String> {
+    let s = s.trim();
+    match s {
+        "" | "INVALID" | "None" => return Ok(None),
+        "UNLIMITED" | "INFINITE" | "infinite" => return Ok(Some(Limit::Unlimited)),
+        "Partition_Limit" => return Ok(Some(Limit::PartitionLimit)),
+        _ => {}
+    }
+    parse_duration_secs(s)
+        .map(|v| Some(Limit::Seconds(v)))
+        .ok_or_else(|| format!("'{s}': not a duration"))
+}
+
+/// Parses a duration to seconds; `None` for empty and `INVALID`. Unlimited
+/// values are an error here: use [`parse_limit`] for time limits.
+pub fn parse_duration(s: &str) -> Result<Option<f64>, String> {
+    match parse_limit(s)? {
+        None => Ok(None),
+        Some(Limit::Seconds(v)) => Ok(Some(v)),
+        Some(_) => Err(format!("'{}': not a finite duration", s.trim())),
+    }
+}
+
+fn parse_duration_secs(s: &str) -> Option<f64> {
+    let (days, rest, has_days) = match s.find('-') {
+        Some(i) => (parse_uint(&s[..i])?, &s[i + 1..], true),
+        None => (0, s, false),
+    };
+    let mut fields = [""; 3];
+    let mut n = 0;
+    for p in rest.split(':') {
+        if n == 3 {
+            return None;
+        }
+        fields[n] = p;
+        n += 1;
+    }
+    // Only the last field may carry a fraction (`MM:SS.mmm`).
+    let mut parts = [0.0f64; 3];
+    for i in 0..n {
+        parts[i] = if i + 1 == n {
+            parse_decimal(fields[i])?
+        } else {
+            parse_uint(fields[i])? as f64
+        };
+    }
+    let (h, m, sec) = match (n, has_days) {
+        (3, _) => (parts[0], parts[1], parts[2]),
+        (2, false) => (0.0, parts[0], parts[1]),
+        (2, true) => (parts[0], parts[1], 0.0),
+        (1, true) => (parts[0], 0.0, 0.0),
+        (1, false) => (0.0, parts[0], 0.0), // bare minutes, as sbatch reads them
+        _ => return None,
+    };
+    Some(days as f64 * 86400.0 + h * 3600.0 + m * 60.0 + sec)
+}
+
+fn parse_uint(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 18 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &b in s.as_bytes() {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u64::from(b - b'0');
+    }
+    Some(v)
+}
+
+/// Parses an unsigned integer field; empty gives `None`.
+pub fn parse_count(s: &str) -> Result<Option<u64>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    parse_uint(s)
+        .map(Some)
+        .ok_or_else(|| format!("'{s}': not a count"))
+}
+
+/// A timestamp as SLURM prints it (`2026-11-21T23:28:56`, local time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timestamp {
+    /// Seconds since the Unix epoch (UTC).
+    pub epoch: i64,
+}
+
+impl Timestamp {
+    /// RFC 3339 text in UTC (`2026-11-21T23:28:56Z`).
+    pub fn to_rfc3339(&self) -> String {
+        let (y, mo, d, h, mi, s) = civil_from_epoch(self.epoch);
+        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+    }
+
+    /// Parses RFC 3339 text as written by [`Timestamp::to_rfc3339`] (any offset).
+    pub fn from_rfc3339(s: &str) -> Option<Timestamp> {
+        let dt =
+            time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+        Some(Timestamp {
+            epoch: dt.unix_timestamp(),
+        })
+    }
+}
+
+/// Parses a SLURM timestamp. `Unknown`, `None`, empty and `0` give `None`.
+/// SLURM prints local time without an offset: `utc_offset_s` is that
+/// offset (east of UTC, in seconds).
+pub fn parse_timestamp(s: &str, utc_offset_s: i64) -> Result<Option<Timestamp>, String> {
+    let s = s.trim();
+    match s {
+        "" | "Unknown" | "None" | "0" | "N/A" => return Ok(None),
+        _ => {}
+    }
+    let b = s.as_bytes();
+    let bad = || format!("'{s}': not a timestamp");
+    if b.len() != 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(bad());
+    }
+    let num = |r: std::ops::Range<usize>| parse_uint(&s[r]).ok_or_else(bad);
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo)
+        || d == 0
+        || d > days_in_month(y as i64, mo as u32)
+        || h > 23
+        || mi > 59
+        || sec > 60
+    {
+        return Err(bad());
+    }
+    let days = days_from_civil(y as i64, mo as u32, d as u32);
+    let epoch = days * 86400 + (h * 3600 + mi * 60 + sec) as i64 - utc_offset_s;
+    Ok(Some(Timestamp { epoch }))
+}
+
+fn days_in_month(y: i64, m: u32) -> u64 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        _ => 28,
+    }
+}
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+/// The civil date and time (UTC) of an epoch second.
+pub fn civil_from_epoch(epoch: i64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = epoch.div_euclid(86400);
+    let secs = epoch.rem_euclid(86400);
+    let z = days + 719468;
+    let era = if z >= 0 { z } else { z - 146096 } / 146097;
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = if m <= 2 { y + 1 } else { y };
+    (
+        y,
+        m,
+        d,
+        (secs / 3600) as u32,
+        ((secs / 60) % 60) as u32,
+        (secs % 60) as u32,
+    )
+}
+
+/// The local UTC offset in seconds, from `TZ`/the system, or 0 when unknown.
+/// Call it before any thread starts (the `time` crate refuses otherwise).
+pub fn local_utc_offset() -> i64 {
+    time::UtcOffset::current_local_offset()
+        .map(|o| i64::from(o.whole_seconds()))
+        .unwrap_or(0)
+}
+
+/// The step part of a job id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// `.batch`
+    Batch,
+    /// `.extern`
+    Extern,
+    /// `.interactive`
+    Interactive,
+    /// `.N`, a numbered (srun) step.
+    Numbered(u32),
+    /// Any other step name SLURM may print (kept as text).
+    Other(String),
+}
+
+/// A parsed SLURM job id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobId<'a> {
+    /// The job part, without the step (`123`, `123_4`, `123_[1-5%2]`, `123+1`).
+    pub job: &'a str,
+    /// The leading numeric id (`123` in all the forms above).
+    pub base: u64,
+    /// The array task index, for `123_4`.
+    pub array_task: Option<u32>,
+    /// The unexpanded array range, for `123_[1-5%2]`.
+    pub array_range: Option<&'a str>,
+    /// The heterogeneous component, for `123+1`.
+    pub het_offset: Option<u32>,
+    /// The step, when the id names one.
+    pub step: Option<Step>,
+}
+
+/// Parses a job id as sacct prints it in `JobID` or `JobIDRaw`.
+pub fn parse_job_id(s: &str) -> Result<JobId<'_>, String> {
+    let s = s.trim();
+    let bad = |why: &str| format!("'{s}': {why}");
+    let (job, step) = match s.find('.') {
+        Some(i) => {
+            let st = &s[i + 1..];
+            let step = match st {
+                "batch" => Step::Batch,
+                "extern" => Step::Extern,
+                "interactive" => Step::Interactive,
+                "" => return Err(bad("empty step")),
+                _ => match parse_uint(st) {
+                    Some(n) if n <= u64::from(u32::MAX) => Step::Numbered(n as u32),
+                    _ if st.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {
+                        Step::Other(st.to_string())
+                    }
+                    _ => return Err(bad("bad step")),
+                },
+            };
+            (&s[..i], Some(step))
+        }
+        None => (s, None),
+    };
+    let digits_end = job
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(job.len());
+    let base = parse_uint(&job[..digits_end]).ok_or_else(|| bad("not a job id"))?;
+    let rest = &job[digits_end..];
+    let mut id = JobId {
+        job,
+        base,
+        array_task: None,
+        array_range: None,
+        het_offset: None,
+        step,
+    };
+    if rest.is_empty() {
+        return Ok(id);
+    }
+    if let Some(t) = rest.strip_prefix('_') {
+        if t.starts_with('[') && t.ends_with(']') && t.len() > 2 {
+            let inner = &t[1..t.len() - 1];
+            if !inner
+                .bytes()
+                .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b',' | b'%' | b':'))
+            {
+                return Err(bad("bad array range"));
+            }
+            id.array_range = Some(inner);
+        } else {
+            let n = parse_uint(t).ok_or_else(|| bad("bad array index"))?;
+            id.array_task = Some(u32::try_from(n).map_err(|_| bad("array index too large"))?);
+        }
+        return Ok(id);
+    }
+    if let Some(t) = rest.strip_prefix('+') {
+        let n = parse_uint(t).ok_or_else(|| bad("bad het component"))?;
+        id.het_offset = Some(u32::try_from(n).map_err(|_| bad("het component too large"))?);
+        return Ok(id);
+    }
+    Err(bad("not a job id"))
+}
+
+/// The job states that mean the job has ended for good.
+pub fn state_is_final(state: &str) -> bool {
+    !matches!(
+        state,
+        "PENDING"
+            | "RUNNING"
+            | "REQUEUED"
+            | "RESIZING"
+            | "SUSPENDED"
+            | "REQUEUE_HOLD"
+            | "REQUEUE_FED"
+            | "STOPPED"
+            | "SIGNALING"
+            | "STAGE_OUT"
+            | "CONFIGURING"
+            | "COMPLETING"
+    )
+}
+
+/// Normalises a state: `CANCELLED by 42` gives `("CANCELLED", Some(42))`;
+/// a trailing `+` (truncated display) is dropped.
+pub fn parse_state(s: &str) -> Result<(&str, Option<u32>), String> {
+    let s = s.trim().trim_end_matches('+');
+    if s.is_empty() {
+        return Err("empty state".into());
+    }
+    if let Some(rest) = s.strip_prefix("CANCELLED by ") {
+        let uid = parse_uint(rest.trim())
+            .and_then(|u| u32::try_from(u).ok())
+            .ok_or_else(|| format!("'{s}': bad uid"))?;
+        return Ok(("CANCELLED", Some(uid)));
+    }
+    if !s.bytes().all(|b| b.is_ascii_uppercase() || b == b'_') {
+        return Err(format!("'{s}': not a job state"));
+    }
+    Ok((s, None))
+}
+
+/// What an `AllocTRES`/`ReqTRES` list holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tres {
+    /// `cpu=`
+    pub cpu: Option<u64>,
+    /// `mem=` in MiB.
+    pub mem_mb: Option<f64>,
+    /// `node=`
+    pub node: Option<u64>,
+    /// `billing=`
+    pub billing: Option<u64>,
+    /// GPUs: `gres/gpu=N`, or the sum of `gres/gpu:type=N` when no plain count is given.
+    pub gpus: Option<u64>,
+}
+
+/// Parses a TRES list such as `billing=1,cpu=1,mem=1G,node=1,gres/gpu=2,gres/gpu:a100=2`.
+/// Typed GPU counts are not added to the plain `gres/gpu` count (SLURM lists both).
+pub fn parse_tres(s: &str) -> Result<Tres, String> {
+    let mut t = Tres::default();
+    let mut typed_gpus: Option<u64> = None;
+    for item in s.trim().split(',').filter(|x| !x.is_empty()) {
+        let (k, v) = item
+            .split_once('=')
+            .ok_or_else(|| format!("'{item}': not key=value"))?;
+        let count = || parse_uint(v).ok_or_else(|| format!("'{item}': not a count"));
+        match k {
+            "cpu" => t.cpu = Some(count()?),
+            "node" => t.node = Some(count()?),
+            "billing" => t.billing = Some(count()?),
+            "mem" => {
+                t.mem_mb = parse_mem(v, 1024.0 * 1024.0)
+                    .map_err(|e| format!("mem: {e}"))?
+                    .map(|m| m.mb)
+            }
+            "gres/gpu" => t.gpus = Some(count()?),
+            _ if k.starts_with("gres/gpu:") => {
+                typed_gpus = Some(typed_gpus.unwrap_or(0) + count()?);
+            }
+            _ => {}
+        }
+    }
+    if t.gpus.is_none() {
+        t.gpus = typed_gpus;
+    }
+    Ok(t)
+}
+
+/// Parses an exit code `N:S` (code and signal).
+pub fn parse_exit_code(s: &str) -> Result<Option<(u32, u32)>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    let (c, sig) = s.split_once(':').unwrap_or((s, "0"));
+    match (parse_uint(c), parse_uint(sig)) {
+        (Some(c), Some(g)) if c <= 255 && g <= 255 => Ok(Some((c as u32, g as u32))),
+        _ => Err(format!("'{s}': not an exit code")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: f64 = 1024.0 * 1024.0;
+
+    #[test]
+    fn memory_sizes() {
+        let m = |s| parse_mem(s, MB).unwrap().unwrap();
+        assert_eq!(m("312.50G").mb, 320000.0);
+        assert_eq!(m("1G").mb, 1024.0);
+        assert_eq!(m("16000M").mb, 16000.0);
+        assert_eq!(m("16000").mb, 16000.0);
+        assert_eq!(m("0").mb, 0.0);
+        assert_eq!(m("2T").mb, 2.0 * 1024.0 * 1024.0);
+        let k = parse_mem("322212K", 1.0).unwrap().unwrap();
+        assert!((k.mb - 314.660_156_25).abs() < 1e-9);
+        assert_eq!(parse_mem("", MB).unwrap(), None);
+        let n = m("1Gn");
+        assert_eq!(n.scope, MemScope::PerNode);
+        assert_eq!(n.total_mb(4, 16), 4096.0);
+        let c = m("4000Mc");
+        assert_eq!(c.scope, MemScope::PerCpu);
+        assert_eq!(c.total_mb(1, 16), 64000.0);
+        assert_eq!(m("191846Mn").total_mb(20, 720), 3836920.0);
+        assert!(parse_mem("12X", MB).is_err());
+        assert!(parse_mem("G", MB).is_err());
+        assert!(parse_mem("1.2.3G", MB).is_err());
+        assert!(parse_mem("n", MB).is_err());
+    }
+
+    #[test]
+    fn durations() {
+        let d = |s| parse_duration(s).unwrap().unwrap();
+        assert_eq!(d("09:28.052"), 568.052);
+        assert_eq!(d("00:00.007"), 0.007);
+        assert_eq!(d("01:27:29"), 5249.0);
+        assert_eq!(d("2-07:51:43"), 201103.0);
+        assert_eq!(d("451-06:00:24"), 38988024.0);
+        assert_eq!(d("1-00:00:00"), 86400.0);
+        assert_eq!(d("1-02"), 93600.0);
+        assert_eq!(d("1-02:30"), 95400.0);
+        assert_eq!(parse_duration("").unwrap(), None);
+        assert_eq!(parse_duration("INVALID").unwrap(), None);
+        assert_eq!(parse_limit("UNLIMITED").unwrap(), Some(Limit::Unlimited));
+        assert_eq!(
+            parse_limit("Partition_Limit").unwrap(),
+            Some(Limit::PartitionLimit)
+        );
+        assert!(parse_duration("UNLIMITED").is_err());
+        assert!(parse_duration("1-2x:00").is_err());
+        assert!(parse_duration("1:2:3:4").is_err());
+        assert!(parse_duration("-").is_err());
+        assert!(parse_duration("01.5:00:00").is_err());
+    }
+
+    #[test]
+    fn timestamps() {
+        let t = parse_timestamp("2026-11-21T23:28:56", 0).unwrap().unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-11-21T23:28:56Z");
+        assert_eq!(Timestamp::from_rfc3339(&t.to_rfc3339()), Some(t));
+        let shifted = parse_timestamp("2026-11-21T23:28:56", 3600)
+            .unwrap()
+            .unwrap();
+        assert_eq!(shifted.epoch, t.epoch - 3600);
+        assert_eq!(parse_timestamp("Unknown", 0).unwrap(), None);
+        assert_eq!(parse_timestamp("None", 0).unwrap(), None);
+        assert!(parse_timestamp("2026-13-01T00:00:00", 0).is_err());
+        assert!(parse_timestamp("2026-02-30T00:00:00", 0).is_err());
+        assert!(parse_timestamp("yesterday", 0).is_err());
+        assert_eq!(
+            parse_timestamp("1970-01-01T00:00:00", 0)
+                .unwrap()
+                .unwrap()
+                .epoch,
+            0
+        );
+        assert_eq!(civil_from_epoch(951782400), (2000, 2, 29, 0, 0, 0));
+    }
+
+    #[test]
+    fn job_ids() {
+        let j = parse_job_id("123").unwrap();
+        assert_eq!((j.job, j.base, j.step), ("123", 123, None));
+        let j = parse_job_id("24220929_421.batch").unwrap();
+        assert_eq!(j.job, "24220929_421");
+        assert_eq!(j.array_task, Some(421));
+        assert_eq!(j.step, Some(Step::Batch));
+        let j = parse_job_id("123_[1-5%2]").unwrap();
+        assert_eq!(j.array_range, Some("1-5%2"));
+        let j = parse_job_id("123+1.0").unwrap();
+        assert_eq!((j.het_offset, j.step), (Some(1), Some(Step::Numbered(0))));
+        assert_eq!(parse_job_id("5.extern").unwrap().step, Some(Step::Extern));
+        assert_eq!(
+            parse_job_id("5.interactive").unwrap().step,
+            Some(Step::Interactive)
+        );
+        assert_eq!(
+            parse_job_id("65638294.35").unwrap().step,
+            Some(Step::Numbered(35))
+        );
+        for bad in ["", "abc", "12_x", "12.", "12+", "12_[a]", "1.2.3$"] {
+            assert!(parse_job_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn states() {
+        assert_eq!(
+            parse_state("CANCELLED by 129319").unwrap(),
+            ("CANCELLED", Some(129319))
+        );
+        assert_eq!(parse_state("COMPLETED").unwrap(), ("COMPLETED", None));
+        assert_eq!(parse_state("CANCELLED+").unwrap(), ("CANCELLED", None));
+        assert!(parse_state("done!").is_err());
+        assert!(parse_state("CANCELLED by x").is_err());
+        assert!(state_is_final("OUT_OF_MEMORY"));
+        assert!(!state_is_final("RUNNING"));
+        assert!(!state_is_final("PENDING"));
+    }
+
+    #[test]
+    fn tres_lists() {
+        let t = parse_tres("billing=1,cpu=2,mem=1G,node=1").unwrap();
+        assert_eq!(
+            (t.cpu, t.mem_mb, t.node, t.gpus),
+            (Some(2), Some(1024.0), Some(1), None)
+        );
+        let t = parse_tres("cpu=8,gres/gpu=2,gres/gpu:a100=2").unwrap();
+        assert_eq!(t.gpus, Some(2));
+        let t = parse_tres("cpu=8,gres/gpu:a100=2,gres/gpu:v100=1").unwrap();
+        assert_eq!(t.gpus, Some(3));
+        assert_eq!(parse_tres("").unwrap(), Tres::default());
+        assert!(parse_tres("cpu").is_err());
+        assert!(parse_tres("cpu=x").is_err());
+    }
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(parse_exit_code("0:125").unwrap(), Some((0, 125)));
+        assert_eq!(parse_exit_code("").unwrap(), None);
+        assert!(parse_exit_code("a:b").is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(s in ".{0,40}") {
+            let _ = parse_mem(&s, MB);
+            let _ = parse_limit(&s);
+            let _ = parse_timestamp(&s, 0);
+            let _ = parse_job_id(&s);
+            let _ = parse_state(&s);
+            let _ = parse_tres(&s);
+            let _ = parse_exit_code(&s);
+        }
+
+        #[test]
+        fn durations_round_trip(d in 0u64..1000, h in 0u64..24, m in 0u64..60, sec in 0u64..60) {
+            let text = format!("{d}-{h:02}:{m:02}:{sec:02}");
+            let v = parse_duration(&text).unwrap().unwrap();
+            proptest::prop_assert_eq!(v, (d * 86400 + h * 3600 + m * 60 + sec) as f64);
+        }
+
+        #[test]
+        fn epoch_round_trip(e in -10_000_000_000i64..10_000_000_000i64) {
+            let (y, mo, d, h, mi, s) = civil_from_epoch(e);
+            let back = days_from_civil(y, mo, d) * 86400 + i64::from(h * 3600 + mi * 60 + s);
+            proptest::prop_assert_eq!(back, e);
+        }
+    }
+}
