@@ -108,16 +108,6 @@ pub struct Job {
     pub is_final: bool,
 }
 
-/// A `job` record on the wire: the job with its `kind` tag.
-#[derive(Debug, Serialize)]
-pub struct Tagged<'a, T: Serialize> {
-    /// The record kind.
-    pub kind: &'static str,
-    /// The record itself.
-    #[serde(flatten)]
-    pub record: &'a T,
-}
-
 /// The first record a probe writes: what it watches and how.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
@@ -292,14 +282,36 @@ pub fn peek_kind(line: &str) -> Option<String> {
     v.get("kind")?.as_str().map(str::to_owned)
 }
 
-/// Writes `record` as one NDJSON line with its `kind` first.
+/// Writes `record` as one NDJSON line with its `kind` first. The line is
+/// built whole in memory and written with one call, so a reader never sees
+/// half a record from a killed writer that flushes per line.
 pub fn write_tagged<W: std::io::Write, T: Serialize>(
     out: &mut W,
     kind: &'static str,
     record: &T,
 ) -> crate::Result<()> {
-    serde_json::to_writer(&mut *out, &Tagged { kind, record })?;
-    out.write_all(b"\n")?;
+    let mut buf = Vec::with_capacity(512);
+    tag_into(&mut buf, kind, record)?;
+    out.write_all(&buf)?;
+    Ok(())
+}
+
+/// Appends `record` as one NDJSON line (with `kind` first and a newline) to `buf`.
+pub fn tag_into<T: Serialize>(buf: &mut Vec<u8>, kind: &str, record: &T) -> crate::Result<()> {
+    let start = buf.len();
+    serde_json::to_writer(&mut *buf, record)?;
+    if buf.get(start) != Some(&b'{') {
+        return Err(crate::Error::Other(format!(
+            "a {kind} record must be a JSON object"
+        )));
+    }
+    let head = if buf.len() - start == 2 {
+        format!("{{\"kind\":\"{kind}\"")
+    } else {
+        format!("{{\"kind\":\"{kind}\",")
+    };
+    buf.splice(start..start + 1, head.into_bytes());
+    buf.push(b'\n');
     Ok(())
 }
 

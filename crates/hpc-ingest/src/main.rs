@@ -1,1 +1,10 @@
-fn main() {}
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    // The local UTC offset must be read before any thread starts.
+    let offset = hpc_core::slurm::local_utc_offset();
+    hpc_core::run_main(
+        "hpc-ingest",
+        hpc_ingest::cli::main(argh::from_env(), offset),
+    )
+}

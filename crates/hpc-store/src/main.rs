@@ -1,1 +1,5 @@
-fn main() {}
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    hpc_core::run_main("hpc-store", hpc_store::cli::main(argh::from_env()))
+}

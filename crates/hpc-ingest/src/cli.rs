@@ -1,0 +1,146 @@
+//! The command line of hpc-ingest: flags, defaults and wiring.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use argh::FromArgs;
+use hpc_core::ndjson::open_input;
+use hpc_core::store::Store;
+use hpc_core::{paths, Error, Result};
+
+use crate::sacct::{ParseOpts, SACCT_FIELDS};
+use crate::{report, run, Input, Opts, Sink};
+
+#[derive(FromArgs, Debug)]
+/// Read `sacct --parsable2` text and keep every job: merged steps, MaxRSS,
+/// TotalCPU, efficiencies and waste, in the history database (default) or
+/// as NDJSON job records on stdout.
+#[argh(
+    example = "sacct -a -P -S 2026-01-01 -o $(hpc-ingest --sacct-format) | hpc-ingest",
+    example = "sacct -P -j 42 -o $(hpc-ingest --sacct-format) | hpc-ingest --ndjson | hpc-flags",
+    example = "hpc-ingest --delimiter '^|^' --fields JobID,State,Elapsed old.txt",
+    note = "The database is --db, else $HPC_SIZER_DB, else $XDG_DATA_HOME/hpc-sizer/hpc-sizer.db.",
+    note = "Exit status: 0 success, 1 some lines rejected or a failure, 2 usage error."
+)]
+pub struct Args {
+    /// print the sacct -o field list hpc-ingest reads, and exit
+    #[argh(switch)]
+    pub sacct_format: bool,
+
+    /// write NDJSON job records to stdout instead of the database
+    #[argh(switch)]
+    pub ndjson: bool,
+
+    /// the database file (overrides HPC_SIZER_DB)
+    #[argh(option)]
+    pub db: Option<PathBuf>,
+
+    /// comma-separated column names when the input has no header line
+    #[argh(option)]
+    pub fields: Option<String>,
+
+    /// the field delimiter (default '|'; reportseff streams use '^|^')
+    #[argh(option, default = "String::from(\"|\")")]
+    pub delimiter: String,
+
+    /// the cluster name for inputs without a Cluster column (default: default)
+    #[argh(option, default = "String::from(\"default\")")]
+    pub cluster: String,
+
+    /// read sacct times as UTC instead of local time
+    #[argh(switch)]
+    pub utc: bool,
+
+    /// jobs per database transaction (default 50000)
+    #[argh(option, default = "50000")]
+    pub batch: usize,
+
+    /// stop at the first bad line
+    #[argh(switch)]
+    pub strict: bool,
+
+    /// sacct text files to read (default: stdin; '-' is stdin)
+    #[argh(positional)]
+    pub files: Vec<String>,
+}
+
+/// Checks the flags and runs.
+pub fn main(args: Args, local_offset_s: i64) -> Result<()> {
+    if args.sacct_format {
+        let mut out = io::stdout().lock();
+        writeln!(out, "{}", SACCT_FIELDS.join(","))?;
+        return Ok(out.flush()?);
+    }
+    if args.delimiter.is_empty() {
+        return Err(Error::Usage("--delimiter must not be empty".into()));
+    }
+    if args.batch == 0 {
+        return Err(Error::Usage("--batch must be at least 1".into()));
+    }
+    if args.ndjson && args.db.is_some() {
+        return Err(Error::Usage("--ndjson and --db exclude each other".into()));
+    }
+    let fields = args.fields.as_ref().map(|f| {
+        f.split([',', '|'])
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+    });
+    let opts = Opts {
+        fields,
+        delimiter: args.delimiter.clone(),
+        parse: ParseOpts {
+            cluster: args.cluster.clone(),
+            utc_offset_s: if args.utc { 0 } else { local_offset_s },
+        },
+        strict: args.strict,
+    };
+    let files = if args.files.is_empty() {
+        vec!["-".to_string()]
+    } else {
+        args.files.clone()
+    };
+    let mut inputs = Vec::new();
+    for f in &files {
+        inputs.push(Input {
+            name: (f != "-").then(|| f.clone()),
+            reader: open_input(f)?,
+        });
+    }
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {human_pos} lines {per_sec} {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    let mut progress = |n: u64| bar.set_position(n);
+    let (stats, target) = if args.ndjson {
+        let stdout = io::stdout();
+        let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+        let stats = run(&opts, inputs, &mut Sink::Ndjson(&mut out), &mut progress)?;
+        (stats, "to stdout".to_string())
+    } else {
+        let path = paths::db_path(args.db.as_deref());
+        let mut store = Store::open(&path)?;
+        let stats = run(
+            &opts,
+            inputs,
+            &mut Sink::Store {
+                store: &mut store,
+                batch: args.batch,
+            },
+            &mut progress,
+        )?;
+        store.set_mark("last_ingest", &format!("{} jobs", stats.jobs))?;
+        (stats, format!("into {}", path.display()))
+    };
+    bar.finish_and_clear();
+    report(&mut io::stderr().lock(), &stats, &target)?;
+    if stats.rejected > 0 {
+        return Err(Error::Rejected {
+            rejected: stats.rejected,
+            total: stats.lines,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,283 @@
+//! hpc-ingest: `sacct --parsable2` text in, job records out (to the history
+//! database or as NDJSON).
+//!
+//! [`sacct`] maps the columns and merges step lines into their job; [`run`]
+//! drives one or more inputs through it, reporting bad lines with their
+//! number and reason while every good line is kept.
+
+pub mod cli;
+pub mod sacct;
+
+use std::io::{BufRead, Write};
+
+use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::record::{tag_into, Job};
+use hpc_core::store::Store;
+use hpc_core::Result;
+
+use sacct::{Columns, Notes, ParseOpts, Parsed, Pending};
+
+/// Where the jobs go.
+pub enum Sink<'a> {
+    /// NDJSON job records to this writer.
+    Ndjson(&'a mut dyn Write),
+    /// Into the database, one transaction per `batch` jobs.
+    Store {
+        /// The open store.
+        store: &'a mut Store,
+        /// Jobs per transaction.
+        batch: usize,
+    },
+}
+
+/// Validated options.
+#[derive(Debug, Clone)]
+pub struct Opts {
+    /// Column names when the input has no header line.
+    pub fields: Option<Vec<String>>,
+    /// The field delimiter (`|` for `--parsable2`).
+    pub delimiter: String,
+    /// Conversion options (cluster, time zone).
+    pub parse: ParseOpts,
+    /// Stop at the first bad line.
+    pub strict: bool,
+}
+
+/// What a run did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    /// Lines read.
+    pub lines: u64,
+    /// Jobs written.
+    pub jobs: u64,
+    /// Jobs in a final state.
+    pub final_jobs: u64,
+    /// Jobs the store kept as they were (a final record is never replaced
+    /// by a non-final one).
+    pub kept: u64,
+    /// Lines rejected.
+    pub rejected: u64,
+    /// Notes on the input.
+    pub notes: Notes,
+}
+
+struct Emitter<'s, 'a> {
+    sink: &'s mut Sink<'a>,
+    batch: Vec<Job>,
+    buf: Vec<u8>,
+    stats: Stats,
+}
+
+impl Emitter<'_, '_> {
+    fn emit(&mut self, job: Job) -> Result<()> {
+        self.stats.jobs += 1;
+        if job.is_final {
+            self.stats.final_jobs += 1;
+        }
+        match &mut *self.sink {
+            Sink::Ndjson(out) => {
+                self.buf.clear();
+                tag_into(&mut self.buf, "job", &job)?;
+                out.write_all(&self.buf)?;
+            }
+            Sink::Store { batch, .. } => {
+                let full = *batch;
+                self.batch.push(job);
+                if self.batch.len() >= full {
+                    self.commit()?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the pending batch in one transaction.
+    fn commit(&mut self) -> Result<()> {
+        if let Sink::Store { store, .. } = &mut *self.sink {
+            if self.batch.is_empty() {
+                return Ok(());
+            }
+            let mut w = store.writer()?;
+            for j in self.batch.drain(..) {
+                w.put_job(&j)?;
+            }
+            self.stats.kept += w.commit()?.jobs_kept;
+        }
+        Ok(())
+    }
+}
+
+/// One input to read: a name for messages and the reader.
+pub struct Input<'a> {
+    /// The name used in messages (`None` for stdin).
+    pub name: Option<String>,
+    /// The text.
+    pub reader: Box<dyn BufRead + 'a>,
+}
+
+/// Called every so many lines with the count so far (for a progress bar).
+pub type Progress<'a> = &'a mut dyn FnMut(u64);
+
+/// Reads every input and sends the merged jobs to `sink`.
+pub fn run(
+    opts: &Opts,
+    inputs: Vec<Input<'_>>,
+    sink: &mut Sink<'_>,
+    progress: Progress<'_>,
+) -> Result<Stats> {
+    let mut rejects = Rejects::new("hpc-ingest");
+    rejects.strict = opts.strict;
+    let mut em = Emitter {
+        sink,
+        batch: Vec::new(),
+        buf: Vec::with_capacity(1024),
+        stats: Stats::default(),
+    };
+    let mut notes = Notes::default();
+    // A field buffer reused across lines: emptied and handed back at the end
+    // of each line (collecting an empty vector in place keeps its allocation).
+    let mut spare: Vec<&'static str> = Vec::with_capacity(64);
+    for input in inputs {
+        let name = input.name.as_deref();
+        let mut lines = LineReader::new(input.reader);
+        let mut cols: Option<Columns> = match &opts.fields {
+            Some(f) => Some(
+                Columns::from_names(f.iter().map(String::as_str))
+                    .map_err(hpc_core::Error::Usage)?,
+            ),
+            None => None,
+        };
+        let mut current: Option<Pending> = None;
+        // The job part of a rejected job line, so its steps are not reported twice.
+        let mut rejected_key: Option<String> = None;
+        while let Some(line) = lines.next_line()? {
+            em.stats.lines += 1;
+            if em.stats.lines % 65536 == 0 {
+                progress(em.stats.lines);
+            }
+            let line = match line {
+                Ok(l) => l,
+                Err((n, reason)) => {
+                    rejects.reject(name, n, &reason)?;
+                    continue;
+                }
+            };
+            if line.text.trim().is_empty() {
+                continue;
+            }
+            let mut fields: Vec<&str> = std::mem::take(&mut spare);
+            sacct::split_line(line.text, &opts.delimiter, &mut fields);
+            if Columns::is_header(&fields) {
+                if let Some(last) = fields.last() {
+                    if last.is_empty() && fields.len() > 1 {
+                        fields.pop();
+                    }
+                }
+                match Columns::from_names(fields.iter().copied()) {
+                    Ok(c) => cols = Some(c),
+                    Err(e) => rejects.reject(name, line.number, &format!("header: {e}"))?,
+                }
+                continue;
+            }
+            let cols = cols.get_or_insert_with(|| {
+                Columns::from_names(sacct::SACCT_FIELDS.iter().copied())
+                    .expect("built-in fields have JobID")
+            });
+            // `--parsable` (not `--parsable2`) ends every line with the delimiter.
+            if fields.len() == cols.count() + 1 && fields.last() == Some(&"") {
+                fields.pop();
+            }
+            let outcome = if fields.len() != cols.count() {
+                Err(format!(
+                    "{} fields, expected {} (a '{}' inside a value, or a different field list?)",
+                    fields.len(),
+                    cols.count(),
+                    opts.delimiter
+                ))
+            } else {
+                sacct::parse_line(&fields, cols, &opts.parse)
+            };
+            match outcome {
+                Ok(Parsed::Job(p)) => {
+                    if let Some(done) = current.take() {
+                        em.emit(done.finish(&mut notes))?;
+                    }
+                    rejected_key = None;
+                    current = Some(*p);
+                }
+                Ok(Parsed::Step(key, step)) => match current.as_mut() {
+                    Some(p) if p.key() == key => p.add_step(step),
+                    _ if rejected_key.as_deref() == Some(key.as_str()) => {
+                        rejects.reject(
+                            name,
+                            line.number,
+                            &format!("step of the rejected job line {key}"),
+                        )?;
+                    }
+                    _ => {
+                        rejects.reject(
+                            name,
+                            line.number,
+                            &format!("step line without its job line {key}"),
+                        )?;
+                    }
+                },
+                Err(reason) if line.unterminated => {
+                    rejects.warn(
+                        name,
+                        line.number,
+                        &format!("truncated last line ignored: {reason}"),
+                    );
+                }
+                Err(reason) => {
+                    if let Some(k) = fields.first().and_then(|f| f.split('.').next()) {
+                        rejected_key = Some(k.trim().to_owned());
+                    }
+                    rejects.reject(name, line.number, &reason)?;
+                }
+            }
+            fields.clear();
+            spare = fields.into_iter().map(|_| "").collect();
+        }
+        if let Some(done) = current.take() {
+            em.emit(done.finish(&mut notes))?;
+        }
+    }
+    em.commit()?;
+    if let Sink::Ndjson(out) = &mut *em.sink {
+        out.flush()?;
+    }
+    let mut stats = em.stats;
+    stats.rejected = rejects.rejected;
+    stats.notes = notes;
+    Ok(stats)
+}
+
+/// Writes the one-line summary of a run on `err`.
+pub fn report(err: &mut dyn Write, stats: &Stats, target: &str) -> std::io::Result<()> {
+    writeln!(
+        err,
+        "hpc-ingest: {} jobs ({} final) from {} lines {}; {} rejected{}",
+        stats.jobs,
+        stats.final_jobs,
+        stats.lines,
+        target,
+        stats.rejected,
+        if stats.kept > 0 {
+            format!(
+                "; {} final records kept over older non-final input",
+                stats.kept
+            )
+        } else {
+            String::new()
+        }
+    )?;
+    if stats.notes.no_step_cpu > 0 {
+        writeln!(
+            err,
+            "hpc-ingest: {} jobs had no step lines and TotalCPU 0 (sacct -X?): their total_cpu_s and cpu_eff are left empty; run sacct without -X to get them",
+            stats.notes.no_step_cpu
+        )?;
+    }
+    Ok(())
+}

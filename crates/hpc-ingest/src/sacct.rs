@@ -1,0 +1,464 @@
+//! sacct `--parsable2` text to job records: column mapping, step merging,
+//! and the derived efficiencies.
+
+use hpc_core::record::Job;
+use hpc_core::slurm::{self, Limit};
+
+/// The sacct fields hpc-ingest asks for (`--sacct-format` prints them).
+pub const SACCT_FIELDS: &[&str] = &[
+    "Cluster",
+    "JobID",
+    "JobIDRaw",
+    "User",
+    "Group",
+    "Account",
+    "Partition",
+    "JobName",
+    "State",
+    "ExitCode",
+    "Submit",
+    "Start",
+    "End",
+    "Elapsed",
+    "ElapsedRaw",
+    "Timelimit",
+    "AllocCPUS",
+    "AllocTRES",
+    "NNodes",
+    "NTasks",
+    "NodeList",
+    "ReqMem",
+    "MaxRSS",
+    "TotalCPU",
+];
+
+/// The columns hpc-ingest reads; any other column is ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Col {
+    Cluster,
+    JobId,
+    JobIdRaw,
+    User,
+    Group,
+    Account,
+    Partition,
+    JobName,
+    State,
+    ExitCode,
+    Submit,
+    Start,
+    End,
+    Elapsed,
+    ElapsedRaw,
+    Timelimit,
+    AllocCpus,
+    AllocTres,
+    NNodes,
+    NTasks,
+    NodeList,
+    ReqMem,
+    MaxRss,
+    TotalCpu,
+}
+
+const NCOLS: usize = 24;
+
+fn col_of(name: &str) -> Option<Col> {
+    let c = match name.trim().to_ascii_lowercase().as_str() {
+        "cluster" => Col::Cluster,
+        "jobid" => Col::JobId,
+        "jobidraw" => Col::JobIdRaw,
+        "user" => Col::User,
+        "group" => Col::Group,
+        "account" => Col::Account,
+        "partition" => Col::Partition,
+        "jobname" => Col::JobName,
+        "state" => Col::State,
+        "exitcode" => Col::ExitCode,
+        "submit" => Col::Submit,
+        "start" => Col::Start,
+        "end" => Col::End,
+        "elapsed" => Col::Elapsed,
+        "elapsedraw" => Col::ElapsedRaw,
+        "timelimit" => Col::Timelimit,
+        "alloccpus" => Col::AllocCpus,
+        "alloctres" => Col::AllocTres,
+        "nnodes" => Col::NNodes,
+        "ntasks" => Col::NTasks,
+        "nodelist" => Col::NodeList,
+        "reqmem" => Col::ReqMem,
+        "maxrss" => Col::MaxRss,
+        "totalcpu" => Col::TotalCpu,
+        _ => return None,
+    };
+    Some(c)
+}
+
+/// Where each known column sits in a line.
+#[derive(Debug, Clone)]
+pub struct Columns {
+    pos: [Option<usize>; NCOLS],
+    count: usize,
+}
+
+impl Columns {
+    /// Maps a header (or `--fields`) list. `JobID` is required.
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<Columns, String> {
+        let mut pos = [None; NCOLS];
+        let mut count = 0;
+        for (i, n) in names.into_iter().enumerate() {
+            count += 1;
+            if let Some(c) = col_of(n) {
+                pos[c as usize] = Some(i);
+            }
+        }
+        if pos[Col::JobId as usize].is_none() {
+            return Err("no JobID column".into());
+        }
+        Ok(Columns { pos, count })
+    }
+
+    /// True when a line looks like a header (one field is literally `JobID`).
+    pub fn is_header(fields: &[&str]) -> bool {
+        fields
+            .iter()
+            .any(|f| f.trim().eq_ignore_ascii_case("jobid"))
+    }
+
+    /// The number of columns a line must have.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+}
+
+/// Options of the conversion.
+#[derive(Debug, Clone)]
+pub struct ParseOpts {
+    /// The cluster name when the input has no `Cluster` column.
+    pub cluster: String,
+    /// The offset of SLURM's local timestamps east of UTC, seconds.
+    pub utc_offset_s: i64,
+}
+
+/// One input line split into its fields.
+struct Fields<'a> {
+    f: &'a [&'a str],
+    cols: &'a Columns,
+}
+
+impl<'a> Fields<'a> {
+    fn get(&self, c: Col) -> Option<&'a str> {
+        self.cols.pos[c as usize].map(|i| self.f[i])
+    }
+    fn text(&self, c: Col) -> Option<String> {
+        self.get(c)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    }
+}
+
+/// A step's contribution to its job.
+#[derive(Debug, Default, Clone)]
+struct StepAcc {
+    max_rss_mb: Option<f64>,
+    used_mem_mb: Option<f64>,
+    step_cpu_s: f64,
+    steps: u32,
+    max_ntasks: Option<u32>,
+}
+
+/// A job being assembled from its job line and step lines.
+#[derive(Debug)]
+pub struct Pending {
+    key: String,
+    job: Job,
+    req_mem: Option<slurm::Mem>,
+    tres_mem_mb: Option<f64>,
+    job_cpu_s: Option<f64>,
+    acc: StepAcc,
+}
+
+/// What the merger noticed across the whole input.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Notes {
+    /// Jobs with no step lines and a zero TotalCPU (as `sacct -X` prints):
+    /// their CPU efficiency is left empty.
+    pub no_step_cpu: u64,
+}
+
+fn bad(field: &str, reason: String) -> String {
+    format!("{field} {reason}")
+}
+
+fn u32_field(fs: &Fields<'_>, c: Col, name: &str) -> Result<Option<u32>, String> {
+    match fs.get(c) {
+        None => Ok(None),
+        Some(s) => match slurm::parse_count(s).map_err(|e| bad(name, e))? {
+            None => Ok(None),
+            Some(v) => u32::try_from(v)
+                .map(Some)
+                .map_err(|_| bad(name, format!("'{s}': too large"))),
+        },
+    }
+}
+
+fn timestamp(fs: &Fields<'_>, c: Col, name: &str, off: i64) -> Result<Option<String>, String> {
+    match fs.get(c) {
+        None => Ok(None),
+        Some(s) => Ok(slurm::parse_timestamp(s, off)
+            .map_err(|e| bad(name, e))?
+            .map(|t| t.to_rfc3339())),
+    }
+}
+
+fn duration(fs: &Fields<'_>, c: Col, name: &str) -> Result<Option<f64>, String> {
+    match fs.get(c) {
+        None => Ok(None),
+        Some(s) => slurm::parse_duration(s).map_err(|e| bad(name, e)),
+    }
+}
+
+fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// Splits a line on the delimiter into `buf` (reused between lines).
+pub fn split_line<'a>(line: &'a str, delim: &str, buf: &mut Vec<&'a str>) {
+    buf.clear();
+    if delim.len() == 1 {
+        buf.extend(line.split(delim.as_bytes()[0] as char));
+    } else {
+        buf.extend(line.split(delim));
+    }
+}
+
+/// Turns a job line into a pending job, or a step line into a contribution
+/// to the current one.
+pub enum Parsed {
+    /// A job line: a new job starts.
+    Job(Box<Pending>),
+    /// A step line of the job with this key.
+    Step(String, StepLine),
+}
+
+/// What a step line contributes.
+#[derive(Debug)]
+pub struct StepLine {
+    max_rss_mb: Option<f64>,
+    ntasks: Option<u32>,
+    cpu_s: Option<f64>,
+}
+
+/// Parses one split line.
+pub fn parse_line(fields: &[&str], cols: &Columns, opts: &ParseOpts) -> Result<Parsed, String> {
+    let fs = Fields { f: fields, cols };
+    let id_text = fs.get(Col::JobId).unwrap_or("");
+    let id = slurm::parse_job_id(id_text).map_err(|e| bad("JobID", e))?;
+    let ntasks = u32_field(&fs, Col::NTasks, "NTasks")?;
+    let max_rss = match fs.get(Col::MaxRss) {
+        None => None,
+        Some(s) => slurm::parse_mem(s, 1.0)
+            .map_err(|e| bad("MaxRSS", e))?
+            .map(|m| m.mb),
+    };
+    let cpu_s = duration(&fs, Col::TotalCpu, "TotalCPU")?;
+    if id.step.is_some() {
+        return Ok(Parsed::Step(
+            id.job.to_owned(),
+            StepLine {
+                max_rss_mb: max_rss,
+                ntasks,
+                cpu_s,
+            },
+        ));
+    }
+    let (state, cancelled_by) =
+        slurm::parse_state(fs.get(Col::State).unwrap_or("")).map_err(|e| bad("State", e))?;
+    let raw = match fs.get(Col::JobIdRaw).map(str::trim) {
+        Some(r) if !r.is_empty() => {
+            slurm::parse_job_id(r).map_err(|e| bad("JobIDRaw", e))?;
+            r.to_owned()
+        }
+        _ => id.job.to_owned(),
+    };
+    let alloc_cpus_col = u32_field(&fs, Col::AllocCpus, "AllocCPUS")?;
+    let tres = match fs.get(Col::AllocTres) {
+        None => None,
+        Some(s) => Some(slurm::parse_tres(s).map_err(|e| bad("AllocTRES", e))?),
+    };
+    let nnodes_col = u32_field(&fs, Col::NNodes, "NNodes")?;
+    let tres_u32 = |v: Option<u64>| v.and_then(|x| u32::try_from(x).ok());
+    let alloc_cpus = alloc_cpus_col.or_else(|| tres_u32(tres.as_ref().and_then(|t| t.cpu)));
+    let nnodes = nnodes_col.or_else(|| tres_u32(tres.as_ref().and_then(|t| t.node)));
+    let elapsed_s = match fs.get(Col::ElapsedRaw).map(str::trim) {
+        Some(s) if !s.is_empty() => slurm::parse_count(s)
+            .map_err(|e| bad("ElapsedRaw", e))?
+            .map(|v| v as f64),
+        _ => duration(&fs, Col::Elapsed, "Elapsed")?,
+    };
+    let timelimit_s = match fs.get(Col::Timelimit) {
+        None => None,
+        Some(s) => match slurm::parse_limit(s).map_err(|e| bad("Timelimit", e))? {
+            Some(Limit::Seconds(v)) => Some(v),
+            _ => None,
+        },
+    };
+    let req_mem = match fs.get(Col::ReqMem) {
+        None => None,
+        Some(s) => slurm::parse_mem(s, 1024.0 * 1024.0).map_err(|e| bad("ReqMem", e))?,
+    };
+    let exit_code = match fs.get(Col::ExitCode) {
+        None => None,
+        Some(s) => slurm::parse_exit_code(s)
+            .map_err(|e| bad("ExitCode", e))?
+            .map(|(c, sig)| format!("{c}:{sig}")),
+    };
+    let off = opts.utc_offset_s;
+    let job = Job {
+        cluster: fs
+            .text(Col::Cluster)
+            .unwrap_or_else(|| opts.cluster.clone()),
+        job_id: id.job.to_owned(),
+        job_id_raw: raw,
+        user: fs.text(Col::User),
+        account: fs.text(Col::Account),
+        group: fs.text(Col::Group),
+        partition: fs.text(Col::Partition),
+        job_name: fs
+            .get(Col::JobName)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+        state: state.to_owned(),
+        cancelled_by,
+        exit_code,
+        submit: timestamp(&fs, Col::Submit, "Submit", off)?,
+        start: timestamp(&fs, Col::Start, "Start", off)?,
+        end: timestamp(&fs, Col::End, "End", off)?,
+        elapsed_s,
+        timelimit_s,
+        alloc_cpus,
+        alloc_gpus: tres.as_ref().map(|t| tres_u32(t.gpus).unwrap_or(0)),
+        nnodes,
+        ntasks,
+        node_list: fs.text(Col::NodeList).filter(|s| s != "None assigned"),
+        max_rss_mb: max_rss,
+        is_final: slurm::state_is_final(state),
+        ..Default::default()
+    };
+    Ok(Parsed::Job(Box::new(Pending {
+        key: id.job.to_owned(),
+        job,
+        req_mem,
+        tres_mem_mb: tres.and_then(|t| t.mem_mb),
+        job_cpu_s: cpu_s,
+        acc: StepAcc::default(),
+    })))
+}
+
+impl Pending {
+    /// The job part of the id that step lines must match.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Adds a step line.
+    pub fn add_step(&mut self, s: StepLine) {
+        let a = &mut self.acc;
+        a.steps += 1;
+        a.max_rss_mb = max_opt(a.max_rss_mb, s.max_rss_mb);
+        let tasks = f64::from(s.ntasks.unwrap_or(1).max(1));
+        a.used_mem_mb = max_opt(a.used_mem_mb, s.max_rss_mb.map(|m| m * tasks));
+        a.step_cpu_s += s.cpu_s.unwrap_or(0.0);
+        if let Some(n) = s.ntasks {
+            a.max_ntasks = Some(a.max_ntasks.map_or(n, |m| m.max(n)));
+        }
+    }
+
+    /// Finishes the job: merges the steps and computes the derived fields.
+    pub fn finish(self, notes: &mut Notes) -> Job {
+        let Pending {
+            mut job,
+            req_mem,
+            tres_mem_mb,
+            job_cpu_s,
+            acc,
+            ..
+        } = self;
+        let nodes = job.nnodes.unwrap_or(1);
+        let cpus = job.alloc_cpus.unwrap_or(1);
+        job.req_mem_mb = req_mem
+            .map(|m| m.total_mb(nodes, cpus))
+            .filter(|v| *v > 0.0)
+            .or(tres_mem_mb);
+        job.max_rss_mb = max_opt(job.max_rss_mb, acc.max_rss_mb);
+        let used_mem = max_opt(job.max_rss_mb.filter(|_| acc.steps == 0), acc.used_mem_mb);
+        if let Some(n) = acc.max_ntasks {
+            job.ntasks = Some(job.ntasks.map_or(n, |m| m.max(n)));
+        }
+        let job_cpu = job_cpu_s.unwrap_or(0.0);
+        job.total_cpu_s = if acc.steps > 0 {
+            // The job line's TotalCPU already sums the steps; sum them
+            // ourselves only when the job line has none.
+            Some(if job_cpu > 0.0 {
+                job_cpu
+            } else {
+                acc.step_cpu_s
+            })
+        } else if job_cpu > 0.0 {
+            Some(job_cpu)
+        } else if job.start.is_some() && job.elapsed_s.unwrap_or(0.0) > 0.0 {
+            // `sacct -X`: TotalCPU is zero on job lines. Unknown, not zero.
+            notes.no_step_cpu += 1;
+            None
+        } else {
+            job_cpu_s
+        };
+        derive(&mut job, used_mem);
+        job
+    }
+}
+
+fn round(v: f64, places: i32) -> f64 {
+    let m = 10f64.powi(places);
+    (v * m).round() / m
+}
+
+/// Computes the efficiencies and the reserved and wasted hours (see the man page).
+fn derive(job: &mut Job, used_mem_mb: Option<f64>) {
+    let elapsed = job.elapsed_s.unwrap_or(0.0);
+    let hours = elapsed / 3600.0;
+    if let Some(cpus) = job.alloc_cpus {
+        let reserved = f64::from(cpus) * hours;
+        job.cpu_hours_reserved = Some(round(reserved, 6));
+        if let Some(cpu) = job.total_cpu_s {
+            job.cpu_hours_wasted = Some(round((reserved - cpu / 3600.0).max(0.0), 6));
+            if elapsed > 0.0 && cpus > 0 {
+                job.cpu_eff = Some(round(100.0 * cpu / (elapsed * f64::from(cpus)), 4));
+            }
+        }
+    }
+    if let Some(req) = job.req_mem_mb {
+        let reserved = req / 1024.0 * hours;
+        job.mem_gb_hours_reserved = Some(round(reserved, 6));
+        if let Some(used) = used_mem_mb {
+            job.mem_gb_hours_wasted = Some(round(((req - used) / 1024.0).max(0.0) * hours, 6));
+            if req > 0.0 {
+                job.mem_eff = Some(round(100.0 * used / req, 4));
+            }
+        }
+    }
+    if let Some(g) = job.alloc_gpus {
+        job.gpu_hours_reserved = Some(round(f64::from(g) * hours, 6));
+    }
+    if let Some(m) = job.max_rss_mb.as_mut() {
+        *m = round(*m, 4);
+    }
+    if let Some(m) = job.req_mem_mb.as_mut() {
+        *m = round(*m, 4);
+    }
+}

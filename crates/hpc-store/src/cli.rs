@@ -1,0 +1,227 @@
+//! The command line of hpc-store.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use argh::FromArgs;
+use hpc_core::ndjson::{open_input, Rejects};
+use hpc_core::store::{JobFilter, Store};
+use hpc_core::{paths, slurm, Error, Result};
+
+use crate::{dump, put_reader, put_spool, status, PutReport, DUMP_KINDS};
+
+#[derive(FromArgs, Debug)]
+/// The hpc-sizer history database: store records, show what it holds, read
+/// them back.
+#[argh(
+    example = "hpc-flags < job.ndjson | hpc-store put",
+    example = "hpc-store put --spool $HPC_SIZER_SPOOL/incoming",
+    example = "hpc-store dump --kind job --user alice --since 2026-01-01 | hpc-flags | hpc-store put",
+    note = "The database is --db, else $HPC_SIZER_DB, else $XDG_DATA_HOME/hpc-sizer/hpc-sizer.db.",
+    note = "Exit status: 0 success, 1 some lines rejected or a failure, 2 usage error."
+)]
+pub struct Args {
+    /// the database file (overrides HPC_SIZER_DB)
+    #[argh(option)]
+    pub db: Option<PathBuf>,
+
+    #[argh(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+#[allow(missing_docs)]
+pub enum Cmd {
+    Put(PutArgs),
+    Status(StatusArgs),
+    Dump(DumpArgs),
+}
+
+#[derive(FromArgs, Debug)]
+/// Store NDJSON records (job, summary, flag, sample, meta, ...) from stdin,
+/// files, or a spool folder.
+#[argh(subcommand, name = "put")]
+pub struct PutArgs {
+    /// load every finished *.ndjson file of this folder and move it to DIR/done/
+    #[argh(option)]
+    pub spool: Option<PathBuf>,
+
+    /// stop at the first bad line
+    #[argh(switch)]
+    pub strict: bool,
+
+    /// NDJSON files (default: stdin; '-' is stdin)
+    #[argh(positional)]
+    pub files: Vec<String>,
+}
+
+#[derive(FromArgs, Debug)]
+/// Show job counts, date range, MaxRSS coverage, last harvest and size.
+#[argh(subcommand, name = "status")]
+pub struct StatusArgs {}
+
+#[derive(FromArgs, Debug)]
+/// Write stored records as NDJSON.
+#[argh(subcommand, name = "dump")]
+pub struct DumpArgs {
+    /// kinds to write, comma-separated: job, summary, flag, sample, other (default job)
+    #[argh(option, default = "String::from(\"job\")")]
+    pub kind: String,
+
+    /// only this user's jobs
+    #[argh(option)]
+    pub user: Option<String>,
+
+    /// only this partition's jobs
+    #[argh(option)]
+    pub partition: Option<String>,
+
+    /// jobs that ended on or after this date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS, UTC)
+    #[argh(option)]
+    pub since: Option<String>,
+
+    /// jobs that ended before this date
+    #[argh(option)]
+    pub until: Option<String>,
+
+    /// jobs that ended in the last N days
+    #[argh(option)]
+    pub days: Option<u32>,
+}
+
+/// Parses a date or date-time (UTC) into epoch seconds.
+pub fn parse_date(s: &str) -> Result<i64> {
+    let bad = || {
+        Error::Usage(format!(
+            "'{s}': not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS)"
+        ))
+    };
+    if s.len() == 10 {
+        let t = slurm::parse_timestamp(&format!("{s}T00:00:00"), 0).map_err(|_| bad())?;
+        return t.map(|t| t.epoch).ok_or_else(bad);
+    }
+    if let Some(t) = slurm::Timestamp::from_rfc3339(s) {
+        return Ok(t.epoch);
+    }
+    slurm::parse_timestamp(s, 0)
+        .map_err(|_| bad())?
+        .map(|t| t.epoch)
+        .ok_or_else(bad)
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// Builds the job filter shared by the reading commands.
+pub fn filter(
+    user: Option<String>,
+    partition: Option<String>,
+    since: Option<&str>,
+    until: Option<&str>,
+    days: Option<u32>,
+) -> Result<JobFilter> {
+    let mut since = since.map(parse_date).transpose()?;
+    if let Some(d) = days {
+        let from = now() - i64::from(d) * 86400;
+        since = Some(since.map_or(from, |s| s.max(from)));
+    }
+    Ok(JobFilter {
+        user,
+        partition,
+        since,
+        until: until.map(parse_date).transpose()?,
+    })
+}
+
+/// Runs one subcommand.
+pub fn main(args: Args) -> Result<()> {
+    let path = paths::db_path(args.db.as_deref());
+    match args.cmd {
+        Cmd::Put(p) => {
+            let mut store = Store::open(&path)?;
+            let mut rejects = Rejects::new("hpc-store");
+            rejects.strict = p.strict;
+            let rep = if let Some(dir) = &p.spool {
+                if !p.files.is_empty() {
+                    return Err(Error::Usage("put takes --spool or files, not both".into()));
+                }
+                put_spool(&mut store, dir, &mut rejects)?
+            } else {
+                let files = if p.files.is_empty() {
+                    vec!["-".to_string()]
+                } else {
+                    p.files
+                };
+                let mut total = PutReport::default();
+                for f in &files {
+                    let name = (f != "-").then_some(f.as_str());
+                    let r = put_reader(&mut store, name, open_input(f)?, &mut rejects)?;
+                    total.lines += r.lines;
+                    total.written.jobs += r.written.jobs;
+                    total.written.jobs_kept += r.written.jobs_kept;
+                    total.written.others += r.written.others;
+                }
+                total
+            };
+            eprintln!(
+                "hpc-store: {} jobs, {} other records from {} lines{} into {}; {} rejected",
+                rep.written.jobs,
+                rep.written.others,
+                rep.lines,
+                if p.spool.is_some() {
+                    format!(" in {} spool files", rep.files)
+                } else {
+                    String::new()
+                },
+                path.display(),
+                rejects.rejected
+            );
+            rejects.finish(rep.lines)
+        }
+        Cmd::Status(_) => {
+            if !path.exists() {
+                return Err(Error::Other(format!(
+                    "no database at {} (run hpc-ingest first)",
+                    path.display()
+                )));
+            }
+            let store = Store::open(&path)?;
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            status(&store, &path, &mut out)?;
+            Ok(out.flush()?)
+        }
+        Cmd::Dump(d) => {
+            let kinds: Vec<String> = d
+                .kind
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect();
+            if let Some(k) = kinds.iter().find(|k| !DUMP_KINDS.contains(&k.as_str())) {
+                return Err(Error::Usage(format!(
+                    "unknown kind '{k}' (one of {})",
+                    DUMP_KINDS.join(", ")
+                )));
+            }
+            let f = filter(
+                d.user,
+                d.partition,
+                d.since.as_deref(),
+                d.until.as_deref(),
+                d.days,
+            )?;
+            if !path.exists() {
+                return Err(Error::Other(format!("no database at {}", path.display())));
+            }
+            let store = Store::open(&path)?;
+            let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
+            dump(&store, &kinds, &f, &mut out)?;
+            Ok(())
+        }
+    }
+}
