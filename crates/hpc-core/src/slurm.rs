@@ -40,7 +40,7 @@ impl Mem {
 /// `bare_unit` is the unit of a number with no suffix, as a multiplier of
 /// bytes: `ReqMem` counts in MiB, `MaxRSS` in bytes. Empty text is `None`.
 pub fn parse_mem(s: &str, bare_unit: f64) -> Result<Option<Mem>, String> {
-    let s = s.trim();
+    let s = s.trim_ascii();
     if s.is_empty() {
         return Ok(None);
     }
@@ -128,7 +128,7 @@ pub enum Limit {
 /// `D-HH`, `D-HH:MM`, `UNLIMITED`, `Partition_Limit`. Empty and `INVALID`
 /// give `None`.
 pub fn parse_limit(s: &str) -> Result<Option<Limit>, String> {
-    let s = s.trim();
+    let s = s.trim_ascii();
     match s {
         "" | "INVALID" | "None" => return Ok(None),
         "UNLIMITED" | "INFINITE" | "infinite" => return Ok(Some(Limit::Unlimited)),
@@ -146,7 +146,7 @@ pub fn parse_duration(s: &str) -> Result<Option<f64>, String> {
     match parse_limit(s)? {
         None => Ok(None),
         Some(Limit::Seconds(v)) => Ok(Some(v)),
-        Some(_) => Err(format!("'{}': not a finite duration", s.trim())),
+        Some(_) => Err(format!("'{}': not a finite duration", s.trim_ascii())),
     }
 }
 
@@ -200,7 +200,7 @@ fn parse_uint(s: &str) -> Option<u64> {
 
 /// Parses an unsigned integer field; empty gives `None`.
 pub fn parse_count(s: &str) -> Result<Option<u64>, String> {
-    let s = s.trim();
+    let s = s.trim_ascii();
     if s.is_empty() {
         return Ok(None);
     }
@@ -220,7 +220,25 @@ impl Timestamp {
     /// RFC 3339 text in UTC (`2026-11-21T23:28:56Z`).
     pub fn to_rfc3339(&self) -> String {
         let (y, mo, d, h, mi, s) = civil_from_epoch(self.epoch);
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+        if !(0..=9999).contains(&y) {
+            return format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z");
+        }
+        // Hot in the ingest path: write the digits directly.
+        let mut b = *b"0000-00-00T00:00:00Z";
+        let mut put = |at: usize, v: u32, width: usize| {
+            let mut v = v;
+            for i in (0..width).rev() {
+                b[at + i] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(0, y as u32, 4);
+        put(5, mo, 2);
+        put(8, d, 2);
+        put(11, h, 2);
+        put(14, mi, 2);
+        put(17, s, 2);
+        String::from_utf8_lossy(&b).into_owned()
     }
 
     /// Parses RFC 3339 text as written by [`Timestamp::to_rfc3339`] (any offset).
@@ -237,7 +255,7 @@ impl Timestamp {
 /// SLURM prints local time without an offset: `utc_offset_s` is that
 /// offset (east of UTC, in seconds).
 pub fn parse_timestamp(s: &str, utc_offset_s: i64) -> Result<Option<Timestamp>, String> {
-    let s = s.trim();
+    let s = s.trim_ascii();
     match s {
         "" | "Unknown" | "None" | "0" | "N/A" => return Ok(None),
         _ => {}
@@ -356,7 +374,7 @@ pub struct JobId<'a> {
 
 /// Parses a job id as sacct prints it in `JobID` or `JobIDRaw`.
 pub fn parse_job_id(s: &str) -> Result<JobId<'_>, String> {
-    let s = s.trim();
+    let s = s.trim_ascii();
     let bad = |why: &str| format!("'{s}': {why}");
     let (job, step) = match s.find('.') {
         Some(i) => {
@@ -441,12 +459,12 @@ pub fn state_is_final(state: &str) -> bool {
 /// Normalises a state: `CANCELLED by 42` gives `("CANCELLED", Some(42))`;
 /// a trailing `+` (truncated display) is dropped.
 pub fn parse_state(s: &str) -> Result<(&str, Option<u32>), String> {
-    let s = s.trim().trim_end_matches('+');
+    let s = s.trim_ascii().trim_end_matches('+');
     if s.is_empty() {
         return Err("empty state".into());
     }
     if let Some(rest) = s.strip_prefix("CANCELLED by ") {
-        let uid = parse_uint(rest.trim())
+        let uid = parse_uint(rest.trim_ascii())
             .and_then(|u| u32::try_from(u).ok())
             .ok_or_else(|| format!("'{s}': bad uid"))?;
         return Ok(("CANCELLED", Some(uid)));
@@ -477,7 +495,7 @@ pub struct Tres {
 pub fn parse_tres(s: &str) -> Result<Tres, String> {
     let mut t = Tres::default();
     let mut typed_gpus: Option<u64> = None;
-    for item in s.trim().split(',').filter(|x| !x.is_empty()) {
+    for item in s.trim_ascii().split(',').filter(|x| !x.is_empty()) {
         let (k, v) = item
             .split_once('=')
             .ok_or_else(|| format!("'{item}': not key=value"))?;
@@ -506,7 +524,7 @@ pub fn parse_tres(s: &str) -> Result<Tres, String> {
 
 /// Parses an exit code `N:S` (code and signal).
 pub fn parse_exit_code(s: &str) -> Result<Option<(u32, u32)>, String> {
-    let s = s.trim();
+    let s = s.trim_ascii();
     if s.is_empty() {
         return Ok(None);
     }

@@ -6,6 +6,7 @@
 //! number and reason while every good line is kept.
 
 pub mod cli;
+pub mod gen;
 pub mod sacct;
 
 use std::io::{BufRead, Write};
@@ -61,52 +62,6 @@ pub struct Stats {
     pub notes: Notes,
 }
 
-struct Emitter<'s, 'a> {
-    sink: &'s mut Sink<'a>,
-    batch: Vec<Job>,
-    buf: Vec<u8>,
-    stats: Stats,
-}
-
-impl Emitter<'_, '_> {
-    fn emit(&mut self, job: Job) -> Result<()> {
-        self.stats.jobs += 1;
-        if job.is_final {
-            self.stats.final_jobs += 1;
-        }
-        match &mut *self.sink {
-            Sink::Ndjson(out) => {
-                self.buf.clear();
-                tag_into(&mut self.buf, "job", &job)?;
-                out.write_all(&self.buf)?;
-            }
-            Sink::Store { batch, .. } => {
-                let full = *batch;
-                self.batch.push(job);
-                if self.batch.len() >= full {
-                    self.commit()?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes the pending batch in one transaction.
-    fn commit(&mut self) -> Result<()> {
-        if let Sink::Store { store, .. } = &mut *self.sink {
-            if self.batch.is_empty() {
-                return Ok(());
-            }
-            let mut w = store.writer()?;
-            for j in self.batch.drain(..) {
-                w.put_job(&j)?;
-            }
-            self.stats.kept += w.commit()?.jobs_kept;
-        }
-        Ok(())
-    }
-}
-
 /// One input to read: a name for messages and the reader.
 pub struct Input<'a> {
     /// The name used in messages (`None` for stdin).
@@ -118,21 +73,104 @@ pub struct Input<'a> {
 /// Called every so many lines with the count so far (for a progress bar).
 pub type Progress<'a> = &'a mut dyn FnMut(u64);
 
-/// Reads every input and sends the merged jobs to `sink`.
+/// Jobs sent to the database thread at a time.
+const CHUNK: usize = 4096;
+
+/// Reads every input and sends the merged jobs to `sink`. With a database
+/// sink, parsing and storing run on two threads joined by a bounded channel.
 pub fn run(
     opts: &Opts,
     inputs: Vec<Input<'_>>,
     sink: &mut Sink<'_>,
     progress: Progress<'_>,
 ) -> Result<Stats> {
+    match sink {
+        Sink::Ndjson(out) => {
+            let mut buf = Vec::with_capacity(1024);
+            let mut stats = parse_all(opts, inputs, progress, &mut |job| {
+                buf.clear();
+                tag_into(&mut buf, "job", &job)?;
+                out.write_all(&buf)?;
+                Ok(())
+            })?;
+            out.flush()?;
+            stats.kept = 0;
+            Ok(stats)
+        }
+        Sink::Store { store, batch } => {
+            let per_tx = *batch;
+            std::thread::scope(|scope| {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Job>>(4);
+                let db = scope.spawn(move || -> Result<u64> {
+                    let mut kept = 0;
+                    let mut chunks = rx.into_iter().peekable();
+                    while chunks.peek().is_some() {
+                        let mut w = store.writer()?;
+                        let mut in_tx = 0;
+                        while in_tx < per_tx {
+                            let Some(chunk) = chunks.next() else { break };
+                            w.put_jobs(&chunk)?;
+                            in_tx += chunk.len();
+                        }
+                        kept += w.commit()?.jobs_kept;
+                    }
+                    Ok(kept)
+                });
+                let mut chunk = Vec::with_capacity(CHUNK);
+                let parsed = parse_all(opts, inputs, progress, &mut |job| {
+                    chunk.push(job);
+                    if chunk.len() >= CHUNK {
+                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+                        // A closed channel means the database thread failed:
+                        // its error is reported by the join below.
+                        if tx.send(full).is_err() {
+                            return Err(hpc_core::Error::Other(
+                                "the database writer stopped".into(),
+                            ));
+                        }
+                    }
+                    Ok(())
+                });
+                if parsed.is_ok() && !chunk.is_empty() {
+                    let _ = tx.send(chunk);
+                }
+                drop(tx);
+                let kept = db
+                    .join()
+                    .map_err(|_| hpc_core::Error::Other("the database writer panicked".into()))?;
+                let mut stats = match (parsed, kept) {
+                    (_, Err(e)) => return Err(e),
+                    (Err(e), _) => return Err(e),
+                    (Ok(s), Ok(k)) => {
+                        let mut s = s;
+                        s.kept = k;
+                        s
+                    }
+                };
+                stats.kept = stats.kept.min(stats.jobs);
+                Ok(stats)
+            })
+        }
+    }
+}
+
+/// Parses every input, calling `emit` for each finished job.
+fn parse_all(
+    opts: &Opts,
+    inputs: Vec<Input<'_>>,
+    progress: Progress<'_>,
+    emit: &mut dyn FnMut(Job) -> Result<()>,
+) -> Result<Stats> {
+    let mut stats = Stats::default();
+    let mut send = |job: Job, stats: &mut Stats| -> Result<()> {
+        stats.jobs += 1;
+        if job.is_final {
+            stats.final_jobs += 1;
+        }
+        emit(job)
+    };
     let mut rejects = Rejects::new("hpc-ingest");
     rejects.strict = opts.strict;
-    let mut em = Emitter {
-        sink,
-        batch: Vec::new(),
-        buf: Vec::with_capacity(1024),
-        stats: Stats::default(),
-    };
     let mut notes = Notes::default();
     // A field buffer reused across lines: emptied and handed back at the end
     // of each line (collecting an empty vector in place keeps its allocation).
@@ -151,9 +189,9 @@ pub fn run(
         // The job part of a rejected job line, so its steps are not reported twice.
         let mut rejected_key: Option<String> = None;
         while let Some(line) = lines.next_line()? {
-            em.stats.lines += 1;
-            if em.stats.lines % 65536 == 0 {
-                progress(em.stats.lines);
+            stats.lines += 1;
+            if stats.lines % 65536 == 0 {
+                progress(stats.lines);
             }
             let line = match line {
                 Ok(l) => l,
@@ -167,7 +205,7 @@ pub fn run(
             }
             let mut fields: Vec<&str> = std::mem::take(&mut spare);
             sacct::split_line(line.text, &opts.delimiter, &mut fields);
-            if Columns::is_header(&fields) {
+            if Columns::is_header(cols.as_ref(), &fields) {
                 if let Some(last) = fields.last() {
                     if last.is_empty() && fields.len() > 1 {
                         fields.pop();
@@ -200,7 +238,7 @@ pub fn run(
             match outcome {
                 Ok(Parsed::Job(p)) => {
                     if let Some(done) = current.take() {
-                        em.emit(done.finish(&mut notes))?;
+                        send(done.finish(&mut notes), &mut stats)?;
                     }
                     rejected_key = None;
                     current = Some(*p);
@@ -240,14 +278,9 @@ pub fn run(
             spare = fields.into_iter().map(|_| "").collect();
         }
         if let Some(done) = current.take() {
-            em.emit(done.finish(&mut notes))?;
+            send(done.finish(&mut notes), &mut stats)?;
         }
     }
-    em.commit()?;
-    if let Sink::Ndjson(out) = &mut *em.sink {
-        out.flush()?;
-    }
-    let mut stats = em.stats;
     stats.rejected = rejects.rejected;
     stats.notes = notes;
     Ok(stats)

@@ -64,7 +64,7 @@ enum Col {
 const NCOLS: usize = 24;
 
 fn col_of(name: &str) -> Option<Col> {
-    let c = match name.trim().to_ascii_lowercase().as_str() {
+    let c = match name.trim_ascii().to_ascii_lowercase().as_str() {
         "cluster" => Col::Cluster,
         "jobid" => Col::JobId,
         "jobidraw" => Col::JobIdRaw,
@@ -118,11 +118,16 @@ impl Columns {
         Ok(Columns { pos, count })
     }
 
-    /// True when a line looks like a header (one field is literally `JobID`).
-    pub fn is_header(fields: &[&str]) -> bool {
-        fields
-            .iter()
-            .any(|f| f.trim().eq_ignore_ascii_case("jobid"))
+    /// True when a line looks like a header: one field is literally `JobID`
+    /// (with known columns, only the JobID column is looked at).
+    pub fn is_header(cols: Option<&Columns>, fields: &[&str]) -> bool {
+        let is_jobid = |f: &&str| f.trim_ascii().eq_ignore_ascii_case("jobid");
+        match cols {
+            Some(c) if fields.len() == c.count => c.pos[Col::JobId as usize]
+                .and_then(|i| fields.get(i))
+                .is_some_and(is_jobid),
+            _ => fields.iter().any(is_jobid),
+        }
     }
 
     /// The number of columns a line must have.
@@ -230,8 +235,16 @@ fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 /// Splits a line on the delimiter into `buf` (reused between lines).
 pub fn split_line<'a>(line: &'a str, delim: &str, buf: &mut Vec<&'a str>) {
     buf.clear();
-    if delim.len() == 1 {
-        buf.extend(line.split(delim.as_bytes()[0] as char));
+    if let [d] = delim.as_bytes() {
+        // The common single-byte case, by hand: `str::split` is slower here.
+        let mut start = 0;
+        for (i, &b) in line.as_bytes().iter().enumerate() {
+            if b == *d {
+                buf.push(&line[start..i]);
+                start = i + 1;
+            }
+        }
+        buf.push(&line[start..]);
     } else {
         buf.extend(line.split(delim));
     }

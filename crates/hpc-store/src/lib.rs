@@ -127,8 +127,12 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> Result<()> {
     let fin = one("SELECT count(*) FROM jobs WHERE is_final = 1")?;
     let with_rss = one("SELECT count(*) FROM jobs WHERE is_final = 1 AND max_rss_mb IS NOT NULL")?;
     let ran = one("SELECT count(*) FROM jobs WHERE is_final = 1 AND start IS NOT NULL")?;
-    let first: Option<String> = c.query_row("SELECT min(submit) FROM jobs", [], |r| r.get(0))?;
-    let last: Option<String> = c.query_row("SELECT max(\"end\") FROM jobs", [], |r| r.get(0))?;
+    let stamp = |sql: &str| -> Result<Option<String>> {
+        let epoch: Option<i64> = c.query_row(sql, [], |r| r.get(0))?;
+        Ok(epoch.map(|epoch| hpc_core::slurm::Timestamp { epoch }.to_rfc3339()))
+    };
+    let first = stamp("SELECT min(submit_ts) FROM jobs")?;
+    let last = stamp("SELECT max(end_ts) FROM jobs")?;
     let size = fs::metadata(path).map(|m| m.len()).unwrap_or(0)
         + fs::metadata(format!("{}-wal", path.display()))
             .map(|m| m.len())
