@@ -314,3 +314,76 @@ pub fn report(err: &mut dyn Write, stats: &Stats, target: &str) -> std::io::Resu
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sacct::ParseOpts;
+
+    fn opts() -> Opts {
+        Opts {
+            fields: None,
+            delimiter: "|".into(),
+            parse: ParseOpts {
+                cluster: "c".into(),
+                utc_offset_s: 0,
+            },
+            strict: false,
+        }
+    }
+
+    fn ndjson(input: &[u8]) -> (Result<Stats>, Vec<u8>) {
+        let mut out = Vec::new();
+        let r = run(
+            &opts(),
+            vec![Input {
+                name: None,
+                reader: Box::new(input),
+            }],
+            &mut Sink::Ndjson(&mut out),
+            &mut |_| {},
+        );
+        (r, out)
+    }
+
+    #[test]
+    fn steps_merge_into_their_job() {
+        let text = b"JobID|State|Elapsed|AllocCPUS|NTasks|ReqMem|MaxRSS|TotalCPU\n\
+            7|COMPLETED|00:00:10|4||4000Mc||00:20.000\n\
+            7.batch|COMPLETED|00:00:10|4|1||1024K|00:05.000\n\
+            7.0|COMPLETED|00:00:10|4|2||2048K|00:15.000\n";
+        let (r, out) = ndjson(text);
+        let st = r.unwrap();
+        assert_eq!((st.jobs, st.rejected, st.lines), (1, 0, 4));
+        let j: Job =
+            hpc_core::record::from_line(std::str::from_utf8(&out).unwrap().trim()).unwrap();
+        assert_eq!(j.req_mem_mb, Some(16000.0));
+        assert_eq!(j.max_rss_mb, Some(2.0));
+        assert_eq!(j.ntasks, Some(2));
+        assert_eq!(j.total_cpu_s, Some(20.0));
+        assert_eq!(j.cpu_eff, Some(50.0));
+        // 2 MiB x 2 tasks of 16000 MiB
+        assert_eq!(j.mem_eff, Some(0.025));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(body in proptest::collection::vec(proptest::num::u8::ANY, 0..400)) {
+            let mut text = b"JobID|JobIDRaw|State|Elapsed|AllocCPUS|NNodes|NTasks|ReqMem|MaxRSS|TotalCPU|AllocTRES|Submit|Start|End\n".to_vec();
+            text.extend_from_slice(&body);
+            let (r, _) = ndjson(&text);
+            proptest::prop_assert!(r.is_ok());
+        }
+
+        #[test]
+        fn sacct_like_lines_never_panic(lines in proptest::collection::vec("[0-9a-zA-Z_.+:|\\-\\[\\]%=, ]{0,80}", 0..20)) {
+            let mut text = String::from("JobID|JobIDRaw|State|Elapsed|AllocCPUS|NNodes|NTasks|ReqMem|MaxRSS|TotalCPU|AllocTRES|Submit|Start|End\n");
+            for l in lines {
+                text.push_str(&l);
+                text.push('\n');
+            }
+            let (r, _) = ndjson(text.as_bytes());
+            proptest::prop_assert!(r.is_ok());
+        }
+    }
+}

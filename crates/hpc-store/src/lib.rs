@@ -126,7 +126,7 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> Result<()> {
     let jobs = one("SELECT count(*) FROM jobs")?;
     let fin = one("SELECT count(*) FROM jobs WHERE is_final = 1")?;
     let with_rss = one("SELECT count(*) FROM jobs WHERE is_final = 1 AND max_rss_mb IS NOT NULL")?;
-    let ran = one("SELECT count(*) FROM jobs WHERE is_final = 1 AND start IS NOT NULL")?;
+    let ran = one("SELECT count(*) FROM jobs WHERE is_final = 1 AND start_ts IS NOT NULL")?;
     let stamp = |sql: &str| -> Result<Option<String>> {
         let epoch: Option<i64> = c.query_row(sql, [], |r| r.get(0))?;
         Ok(epoch.map(|epoch| hpc_core::slurm::Timestamp { epoch }.to_rfc3339()))

@@ -1,0 +1,576 @@
+//! hpc-ingest end to end: the real binary over real sacct text, into real
+//! SQLite files.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hpc-ingest");
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sacct")
+}
+
+/// Runs hpc-ingest with `args`, feeding `stdin`, with HPC_SIZER_DB unset.
+fn ingest(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_remove("HPC_SIZER_DB")
+        .env("TZ", "UTC")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hpc-ingest");
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    out
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn jobs_of(o: &Output) -> HashMap<String, Value> {
+    assert!(o.status.success(), "hpc-ingest failed: {}", stderr(o));
+    String::from_utf8(o.stdout.clone())
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["kind"], "job");
+            (v["job_id"].as_str().unwrap().to_string(), v)
+        })
+        .collect()
+}
+
+fn num(j: &Value, k: &str) -> Option<f64> {
+    j.get(k).and_then(Value::as_f64)
+}
+
+fn close(a: Option<f64>, b: f64, tol: f64, what: &str) {
+    let a = a.unwrap_or_else(|| panic!("{what}: absent, expected {b}"));
+    assert!((a - b).abs() <= tol, "{what}: {a} vs {b}");
+}
+
+/// The reportseff `.caret` column lists, by field count (see the fixture README).
+fn caret_fields(n: usize) -> &'static str {
+    match n {
+        12 => "AdminComment,AllocCPUS,Elapsed,JobID,JobIDRaw,MaxRSS,NNodes,NTasks,ReqMem,State,Timelimit,TotalCPU",
+        11 => "AdminComment,AllocCPUS,Elapsed,JobID,JobIDRaw,MaxRSS,NNodes,NTasks,ReqMem,State,TotalCPU",
+        13 => "AdminComment,AllocCPUS,Elapsed,JobID,JobIDRaw,MaxRSS,NNodes,NTasks,ReqMem,State,TRESUsageOutAve,Timelimit,TotalCPU",
+        9 => "AdminComment,AllocCPUS,JobID,JobIDRaw,MaxRSS,NNodes,NTasks,ReqMem,State",
+        10 => "AdminComment,AllocCPUS,JobID,JobIDRaw,MaxDiskReadNode,MaxRSS,NNodes,NTasks,ReqMem,State",
+        _ => panic!("no caret layout with {n} columns"),
+    }
+}
+
+fn slurm_header() -> String {
+    std::fs::read_to_string(fixtures().join("slurm-22.05/sacct_real_header.txt"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn every_fixture_line_ingests_without_rejects() {
+    let mut files = 0;
+    for entry in std::fs::read_dir(fixtures().join("reportseff")).unwrap() {
+        let p = entry.unwrap().path();
+        let text = std::fs::read(&p).unwrap();
+        let name = p.display().to_string();
+        let out = match p.extension().and_then(|e| e.to_str()) {
+            Some("psv") => ingest(&["--ndjson", "--utc"], &text),
+            Some("caret") => {
+                let first = String::from_utf8_lossy(&text)
+                    .lines()
+                    .next()
+                    .unwrap()
+                    .to_string();
+                let n = first.split("^|^").count() - 1;
+                ingest(
+                    &[
+                        "--ndjson",
+                        "--delimiter",
+                        "^|^",
+                        "--fields",
+                        caret_fields(n),
+                    ],
+                    &text,
+                )
+            }
+            _ => continue,
+        };
+        files += 1;
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(" 0 rejected"),
+            "{name}: {}",
+            stderr(&out)
+        );
+        assert!(!jobs_of(&out).is_empty(), "{name} gave no jobs");
+    }
+    let header = slurm_header();
+    for f in [
+        "sacct_real_steps.txt",
+        "sacct_real_X.txt",
+        "sacct_real_linuxproc_steps.txt",
+        "sacct_real_while_running.txt",
+    ] {
+        let text = std::fs::read(fixtures().join("slurm-22.05").join(f)).unwrap();
+        let out = ingest(&["--ndjson", "--utc", "--fields", &header], &text);
+        assert!(out.status.success(), "{f}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(" 0 rejected"),
+            "{f}: {}",
+            stderr(&out)
+        );
+        files += 1;
+    }
+    assert_eq!(files, 30);
+}
+
+/// Parses reportseff's table: job id -> (cpu eff, mem eff), `None` for '—'.
+fn reportseff_expected() -> Vec<(String, Option<f64>, Option<f64>)> {
+    let md =
+        std::fs::read_to_string(fixtures().join("reportseff/combined_expected_by_reportseff.md"))
+            .unwrap();
+    md.lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| job id"))
+        .map(|l| {
+            let c: Vec<&str> = l.split('|').map(str::trim).collect();
+            let f = |s: &str| s.parse::<f64>().ok();
+            (c[1].to_string(), f(c[8]), f(c[9]))
+        })
+        .collect()
+}
+
+#[test]
+fn efficiencies_agree_with_reportseff_where_its_rules_hold() {
+    let text = std::fs::read(fixtures().join("reportseff/combined_sacct_parsable2.psv")).unwrap();
+    let jobs = jobs_of(&ingest(&["--ndjson"], &text));
+    let expected = reportseff_expected();
+    assert_eq!(expected.len(), 14);
+    assert_eq!(jobs.len(), 14);
+    for (id, cpu, mem) in expected {
+        let j = &jobs[&id];
+        match id.as_str() {
+            // reportseff truncates TotalCPU to whole seconds: 1.608 s of CPU
+            // becomes 1 s (6.2 %); we keep the milliseconds (10.05 %).
+            "8205464" => close(num(j, "cpu_eff"), 100.0 * 1.608 / 16.0, 1e-3, "8205464 cpu"),
+            // Same truncation on 417.815 s: 98.3 % there, 98.54 % here.
+            "131042" => close(
+                num(j, "cpu_eff"),
+                100.0 * 417.815 / 424.0,
+                1e-3,
+                "131042 cpu",
+            ),
+            _ => match cpu {
+                Some(c) => close(num(j, "cpu_eff"), c, 0.1, &format!("{id} cpu_eff")),
+                None => assert!(
+                    j.get("cpu_eff").is_none(),
+                    "{id}: no CPU efficiency for a job that never ran"
+                ),
+            },
+        }
+        match (id.as_str(), mem) {
+            // No step ever reported MaxRSS: unknown, not 0 %.
+            ("23000233", _) => assert!(j.get("mem_eff").is_none()),
+            (_, Some(m)) => close(num(j, "mem_eff"), m, 0.1, &format!("{id} mem_eff")),
+            (_, None) => unreachable!("reportseff gives a memory efficiency for every job here"),
+        }
+    }
+}
+
+#[test]
+fn hand_checked_values_of_the_peer_jobs() {
+    let text = std::fs::read(fixtures().join("reportseff/combined_sacct_parsable2.psv")).unwrap();
+    let jobs = jobs_of(&ingest(&["--ndjson"], &text));
+    // 24418435: 1Gn on one node, MaxRSS 499092K on .batch, TotalCPU 01:27:29.
+    let j = &jobs["24418435"];
+    assert_eq!(j["state"], "COMPLETED");
+    close(num(j, "elapsed_s"), 5262.0, 0.0, "elapsed");
+    close(num(j, "req_mem_mb"), 1024.0, 0.0, "req");
+    close(num(j, "max_rss_mb"), 499092.0 / 1024.0, 1e-3, "maxrss");
+    close(num(j, "total_cpu_s"), 5249.0, 0.0, "cpu");
+    close(num(j, "cpu_hours_reserved"), 5262.0 / 3600.0, 1e-5, "cpu h");
+    close(
+        num(j, "cpu_hours_wasted"),
+        13.0 / 3600.0,
+        1e-5,
+        "cpu h wasted",
+    );
+    // 23000233: 4000Mc x 16 CPUs, cancelled before it ran.
+    let j = &jobs["23000233"];
+    assert_eq!(j["state"], "CANCELLED");
+    assert_eq!(j["cancelled_by"], 129319);
+    close(num(j, "req_mem_mb"), 64000.0, 0.0, "Mc scaling");
+    // 24220929_421: an array task whose raw id differs; MM:SS.mmm TotalCPU.
+    let j = &jobs["24220929_421"];
+    assert_eq!(j["job_id_raw"], "24221219");
+    close(num(j, "total_cpu_s"), 568.052, 1e-9, "MM:SS.mmm");
+    // 65638294: 36 srun steps, the largest MaxRSS is on step .22.
+    let j = &jobs["65638294"];
+    close(
+        num(j, "max_rss_mb"),
+        8074500.0 / 1024.0,
+        1e-3,
+        "maxrss over numbered steps",
+    );
+    close(
+        num(j, "total_cpu_s"),
+        4.0 * 86400.0 + 23.0 * 3600.0 + 56.0 * 60.0 + 21.0,
+        0.0,
+        "days",
+    );
+    assert_eq!(j["ntasks"], 2);
+    // 6196869: 191846Mn on 20 nodes, three-digit days of CPU.
+    let j = &jobs["6196869"];
+    close(num(j, "req_mem_mb"), 191846.0 * 20.0, 0.0, "Mn scaling");
+    close(
+        num(j, "total_cpu_s"),
+        451.0 * 86400.0 + 6.0 * 3600.0 + 24.0,
+        0.0,
+        "451 days",
+    );
+    assert!(j.get("timelimit_s").is_none(), "UNLIMITED has no seconds");
+    // 25569410: no .batch step at all; MaxRSS from .0.
+    let j = &jobs["25569410"];
+    close(
+        num(j, "max_rss_mb"),
+        62328.0 / 1024.0,
+        1e-3,
+        "no batch step",
+    );
+    // 131042: 8 tasks on .0; memory efficiency uses MaxRSS x NTasks.
+    let j = &jobs["131042"];
+    close(
+        num(j, "max_rss_mb"),
+        1947276.0 / 1024.0,
+        1e-3,
+        "max_rss is per task",
+    );
+    close(
+        num(j, "mem_eff"),
+        100.0 * 8.0 * 1947276.0 / 1024.0 / 16000.0,
+        1e-3,
+        "x NTasks",
+    );
+    close(
+        num(j, "mem_gb_hours_wasted"),
+        (16000.0 - 8.0 * 1947276.0 / 1024.0) / 1024.0 * 53.0 / 3600.0,
+        1e-5,
+        "mem waste",
+    );
+    // 1234: TIMEOUT job line, CANCELLED .batch line.
+    assert_eq!(jobs["1234"]["state"], "TIMEOUT");
+}
+
+#[test]
+fn real_slurm_jobs_have_hand_checked_values() {
+    let text = std::fs::read(fixtures().join("slurm-22.05/sacct_real_steps.txt")).unwrap();
+    let header = slurm_header();
+    let jobs = jobs_of(&ingest(&["--ndjson", "--utc", "--fields", &header], &text));
+    assert_eq!(jobs.len(), 12);
+    let j = &jobs["11"];
+    assert_eq!(j["user"], "root");
+    assert_eq!(j["start"], "2026-11-21T23:28:56Z");
+    close(num(j, "max_rss_mb"), 322212.0 / 1024.0, 1e-3, "11 maxrss");
+    close(num(j, "total_cpu_s"), 0.452, 1e-9, "11 cpu");
+    close(
+        num(j, "mem_eff"),
+        100.0 * 322212.0 / 1024.0 / 1024.0,
+        1e-3,
+        "11 mem eff",
+    );
+    close(num(j, "cpu_eff"), 100.0 * 0.452 / 6.0, 1e-3, "11 cpu eff");
+    assert_eq!(j["alloc_gpus"], 0);
+    assert_eq!(jobs["12"]["state"], "OUT_OF_MEMORY");
+    assert_eq!(jobs["12"]["exit_code"], "0:125");
+    close(
+        num(&jobs["13"], "max_rss_mb"),
+        115840.0 / 1024.0,
+        1e-3,
+        "13 maxrss on step .1",
+    );
+    assert_eq!(jobs["13"]["alloc_cpus"], 2);
+    let j = &jobs["19"];
+    assert_eq!(j["state"], "CANCELLED");
+    assert_eq!(j["cancelled_by"], 0);
+    assert!(j["start"].is_null());
+    assert!(j.get("node_list").is_none());
+    assert!(j.get("cpu_eff").is_none());
+    assert_eq!(jobs["14_3"]["job_id_raw"], "14");
+    assert_eq!(jobs["18"]["state"], "TIMEOUT");
+    close(
+        num(&jobs["18"], "elapsed_s"),
+        70.0,
+        0.0,
+        "18 elapsed from ElapsedRaw",
+    );
+    assert_eq!(jobs["16"]["user"], "alice");
+}
+
+#[test]
+fn sacct_x_leaves_cpu_unknown_and_says_so() {
+    let text = std::fs::read(fixtures().join("slurm-22.05/sacct_real_X.txt")).unwrap();
+    let header = slurm_header();
+    let out = ingest(&["--ndjson", "--fields", &header], &text);
+    let jobs = jobs_of(&out);
+    assert!(jobs["11"].get("total_cpu_s").is_none());
+    assert!(jobs["11"].get("cpu_eff").is_none());
+    assert!(jobs["11"].get("cpu_hours_reserved").is_some());
+    assert!(stderr(&out).contains("sacct -X"), "{}", stderr(&out));
+}
+
+#[test]
+fn bad_lines_are_reported_and_good_lines_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let text = "JobID|State|Elapsed|AllocCPUS|ReqMem|MaxRSS|TotalCPU\n\
+                1|COMPLETED|00:01:00|1|1G||00:30.000\n\
+                1.batch|COMPLETED|00:01:00|1||100M|00:30.000\n\
+                2|COMPLETED|1-2x:00|1|1G||00:00:01\n\
+                2.batch|COMPLETED|00:01:00|1||1M|00:00:01\n\
+                3|COMPLETED|00:01:00|1|1G|extra|00:00:01|oops\n\
+                4|COMPLETED|00:02:00|2|2G||00:01:00\n";
+    let out = ingest(&["--db", db.to_str().unwrap()], text.as_bytes());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("line 4: Elapsed '1-2x:00': not a duration"),
+        "{err}"
+    );
+    assert!(
+        err.contains("line 5: step of the rejected job line 2"),
+        "{err}"
+    );
+    assert!(err.contains("line 6: 8 fields, expected 7"), "{err}");
+    assert!(err.contains("2 jobs"), "{err}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let ids: Vec<String> = conn
+        .prepare("SELECT job_id FROM jobs ORDER BY job_id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(ids, vec!["1", "4"]);
+}
+
+#[test]
+fn truncated_last_line_and_empty_input_are_tolerated() {
+    let text = "JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|COMPL";
+    let out = ingest(&["--ndjson"], text.as_bytes());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("truncated last line"));
+    assert_eq!(jobs_of(&out).len(), 1);
+    let out = ingest(&["--ndjson"], b"");
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+}
+
+fn count(db: &Path) -> (i64, i64) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(
+        "SELECT count(*), coalesce(sum(is_final), 0) FROM jobs",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .unwrap()
+}
+
+#[test]
+fn reingest_is_idempotent_and_final_states_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let dbs = db.to_str().unwrap();
+    let header = slurm_header();
+    let running =
+        std::fs::read(fixtures().join("slurm-22.05/sacct_real_while_running.txt")).unwrap();
+    let done = std::fs::read(fixtures().join("slurm-22.05/sacct_real_steps.txt")).unwrap();
+    assert!(ingest(&["--db", dbs, "--fields", &header], &running)
+        .status
+        .success());
+    assert_eq!(count(&db), (3, 1));
+    assert!(ingest(&["--db", dbs, "--fields", &header], &done)
+        .status
+        .success());
+    assert_eq!(count(&db), (12, 12));
+    let dump = |db: &Path| -> Vec<(String, String, Option<f64>)> {
+        let conn = rusqlite::Connection::open(db).unwrap();
+        let mut st = conn
+            .prepare("SELECT job_id, state, max_rss_mb FROM jobs ORDER BY job_id")
+            .unwrap();
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let before = dump(&db);
+    // Stale RUNNING data arrives again, and the final data twice.
+    let out = ingest(&["--db", dbs, "--fields", &header], &running);
+    assert!(
+        stderr(&out).contains("2 final records kept"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(ingest(&["--db", dbs, "--fields", &header], &done)
+        .status
+        .success());
+    assert_eq!(dump(&db), before);
+    assert_eq!(count(&db), (12, 12));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&db).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn help_matches_the_man_page() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    let man = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../man/hpc-ingest.1"),
+    )
+    .unwrap();
+    let mut flags = 0;
+    let options = help.lines().filter(|l| l.trim_start().starts_with("--"));
+    for line in options {
+        if let Some(flag) = line
+            .split_whitespace()
+            .next()
+            .and_then(|w| w.strip_prefix("--"))
+        {
+            let flag = flag.trim_end_matches(',');
+            if flag.is_empty() || flag == "help" {
+                continue;
+            }
+            flags += 1;
+            assert!(
+                man.contains(&format!("\\-\\-{}", flag.replace('-', "\\-"))),
+                "man page lacks --{flag}"
+            );
+        }
+    }
+    assert!(flags >= 9, "{help}");
+}
+
+#[test]
+fn sacct_format_lists_the_fields() {
+    let out = Command::new(BIN).arg("--sacct-format").output().unwrap();
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(s.starts_with("Cluster,JobID,JobIDRaw,"), "{s}");
+    assert!(s.contains("MaxRSS") && s.contains("TotalCPU") && s.contains("AllocTRES"));
+}
+
+#[test]
+fn closed_pipe_exits_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.txt");
+    let mut f = std::fs::File::create(&input).unwrap();
+    hpc_ingest::gen::write_sacct(&mut f, 20_000, 1, 3).unwrap();
+    drop(f);
+    let mut child = Command::new(BIN)
+        .args(["--ndjson", input.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+}
+
+fn write_generated(path: &Path, jobs: u64, first: u64) -> u64 {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    hpc_ingest::gen::write_sacct(&mut f, jobs, first, first + 1).unwrap();
+    f.flush().unwrap();
+    jobs
+}
+
+#[test]
+fn kill_9_at_random_points_leaves_a_valid_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("big.txt");
+    let jobs = write_generated(&input, 150_000, 5_000_000);
+    let db = dir.path().join("h.db");
+    let mut rng = hpc_ingest::gen::Rng::new(99);
+    for round in 0..10 {
+        let mut child = Command::new(BIN)
+            .args([
+                "--db",
+                db.to_str().unwrap(),
+                "--batch",
+                "5000",
+                input.to_str().unwrap(),
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20 + rng.below(400)));
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let ok: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, "ok", "round {round}");
+    }
+    let out = Command::new(BIN)
+        .args(["--db", db.to_str().unwrap(), input.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(count(&db).0, jobs as i64);
+}
+
+#[test]
+fn sixteen_concurrent_writers_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let mut inputs = Vec::new();
+    for i in 0..16u64 {
+        let p = dir.path().join(format!("in{i}.txt"));
+        // Overlapping id ranges: writer i shares half its jobs with writer i+1.
+        write_generated(&p, 2_000, 100_000 + i * 1_000);
+        inputs.push(p);
+    }
+    let children: Vec<_> = inputs
+        .iter()
+        .map(|p| {
+            Command::new(BIN)
+                .args([
+                    "--db",
+                    db.to_str().unwrap(),
+                    "--batch",
+                    "500",
+                    p.to_str().unwrap(),
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    // Ids run from 100_001 to 100_000 + 15_000 + 2_000.
+    assert_eq!(count(&db).0, 17_000);
+}

@@ -1,0 +1,214 @@
+//! hpc-store end to end on real SQLite files.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hpc-store");
+
+fn store(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const JOBS: &str = r#"{"kind":"job","cluster":"c","job_id":"1","job_id_raw":"1","user":"alice","partition":"cpu","state":"COMPLETED","submit":"2026-01-01T00:00:00Z","start":"2026-01-01T00:01:00Z","end":"2026-01-01T01:00:00Z","elapsed_s":3540.0,"alloc_cpus":4,"max_rss_mb":100.0,"is_final":true}
+{"kind":"job","cluster":"c","job_id":"2","job_id_raw":"2","user":"bob","partition":"gpu","state":"RUNNING","submit":"2026-02-01T00:00:00Z","start":"2026-02-01T00:01:00Z","end":null,"is_final":false}
+{"kind":"job","cluster":"c","job_id":"3","job_id_raw":"3","user":"alice","partition":"cpu","state":"FAILED","submit":"2026-03-01T00:00:00Z","start":"2026-03-01T00:00:00Z","end":"2026-03-02T00:00:00Z","is_final":true}
+{"kind":"flag","job_id":"1","flag":"mem_overrequest","category":"misuse","value":0.1,"threshold":0.25,"reason":"peak 100 MiB of 1000 MiB requested"}
+{"kind":"summary","job_id":"1","peak_rss_mb":100.0,"not_evaluated":["high_cpi"]}
+"#;
+
+#[test]
+fn put_then_dump_round_trips_every_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let out = store(&db, &["put"], JOBS.as_bytes());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("3 jobs, 2 other records"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = store(&db, &["dump", "--kind", "job,flag,summary"], b"");
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    let original: Vec<serde_json::Value> = JOBS
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for o in &original {
+        assert!(lines.contains(o), "lost or changed: {o}");
+    }
+    // Again: nothing changes.
+    assert!(store(&db, &["put"], JOBS.as_bytes()).status.success());
+    let again = store(&db, &["dump", "--kind", "job,flag,summary"], b"");
+    assert_eq!(again.stdout, out.stdout);
+}
+
+#[test]
+fn dump_filters_by_user_and_date() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    assert!(store(&db, &["put"], JOBS.as_bytes()).status.success());
+    let ids = |args: &[&str]| -> Vec<String> {
+        let o = store(&db, args, b"");
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["job_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(ids(&["dump", "--user", "alice"]), vec!["1", "3"]);
+    assert_eq!(ids(&["dump", "--since", "2026-02-15"]), vec!["3"]);
+    assert_eq!(ids(&["dump", "--until", "2026-02-15"]), vec!["1", "2"]);
+    assert_eq!(ids(&["dump", "--partition", "gpu"]), vec!["2"]);
+    assert_eq!(
+        ids(&["dump", "--kind", "flag", "--user", "bob"]),
+        Vec::<String>::new()
+    );
+    let bad = store(&db, &["dump", "--since", "yesterday"], b"");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(text(&bad.stderr).contains("not a date"));
+    let bad = store(&db, &["dump", "--kind", "nope"], b"");
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn bad_records_are_reported_with_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let input = format!("{}not json\n{{\"kind\":\"flag\",\"job_id\":\"9\"}}\n", JOBS);
+    let out = store(&db, &["put"], input.as_bytes());
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("line 6: not a JSON object"), "{err}");
+    assert!(err.contains("line 7: missing field"), "{err}");
+    let all = store(&db, &["dump", "--kind", "job"], b"");
+    assert_eq!(text(&all.stdout).lines().count(), 3, "good lines are kept");
+}
+
+#[test]
+fn spool_files_are_loaded_once_and_moved() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spool = dir.path().join("spool");
+    std::fs::create_dir(&spool).unwrap();
+    std::fs::write(spool.join("1.ndjson"), JOBS).unwrap();
+    std::fs::write(spool.join("2.ndjson"), "{\"kind\":\"job\"}\n").unwrap();
+    std::fs::write(spool.join(".3.ndjson.tmp"), "partial").unwrap();
+    std::fs::write(spool.join(".4.ndjson"), "being written").unwrap();
+    let out = store(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(1), "one file had a bad line");
+    assert!(
+        text(&out.stderr).contains("2.ndjson: line 1"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(spool.join("done/1.ndjson").exists());
+    assert!(spool.join("rejected/2.ndjson").exists());
+    assert!(
+        spool.join(".4.ndjson").exists(),
+        "dot files are still being written"
+    );
+    let out = store(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    assert!(out.status.success());
+    assert!(text(&out.stderr).contains("in 0 spool files"));
+    let st = store(&db, &["status"], b"");
+    let s = text(&st.stdout);
+    assert!(s.contains("jobs: 3 (2 final, 1 running or pending)"), "{s}");
+    assert!(s.contains("MaxRSS coverage: 1 of 2"), "{s}");
+    assert!(s.contains("flags: 1"), "{s}");
+    assert!(
+        s.contains("date range: 2026-01-01T00:00:00Z .. 2026-03-02T00:00:00Z"),
+        "{s}"
+    );
+}
+
+#[test]
+fn status_without_a_database_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = store(&dir.path().join("none.db"), &["status"], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no database"));
+}
+
+#[test]
+fn help_matches_the_man_page() {
+    let man = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../man/hpc-store.1"),
+    )
+    .unwrap();
+    let mut n = 0;
+    for sub in [&[][..], &["put"][..], &["status"][..], &["dump"][..]] {
+        let out = Command::new(BIN).args(sub).arg("--help").output().unwrap();
+        assert!(out.status.success());
+        for line in text(&out.stdout)
+            .lines()
+            .filter(|l| l.trim_start().starts_with("--"))
+        {
+            let flag = line
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .trim_end_matches(',');
+            if flag == "--help" {
+                continue;
+            }
+            n += 1;
+            assert!(
+                man.contains(&flag.replace('-', "\\-")),
+                "man page lacks {flag}"
+            );
+        }
+    }
+    assert!(n >= 8);
+}
+
+#[test]
+fn closed_pipe_exits_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let mut many = String::new();
+    for i in 0..20_000 {
+        many.push_str(&format!(
+            "{{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"{i}\",\"job_id_raw\":\"{i}\",\"state\":\"COMPLETED\",\"is_final\":true}}\n"
+        ));
+    }
+    assert!(store(&db, &["put"], many.as_bytes()).status.success());
+    let mut child = Command::new(BIN)
+        .arg("--db")
+        .arg(&db)
+        .args(["dump"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 32];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}
