@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The project's test command (README): formatting, lints, every crate's
+# tests, man page and shell script lints. Installs what it needs on Debian.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+need_pkgs=()
+command -v mandoc >/dev/null || need_pkgs+=(mandoc)
+command -v shellcheck >/dev/null || need_pkgs+=(shellcheck)
+command -v python3 >/dev/null || need_pkgs+=(python3)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "tests/run.sh: installing ${need_pkgs[*]}" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+  else
+    echo "tests/run.sh: missing ${need_pkgs[*]} (install them, or run as root on Debian)" >&2
+    exit 1
+  fi
+fi
+
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy (warnings denied)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test"
+cargo test --workspace --locked
+
+step "man pages (mandoc -T lint)"
+for m in man/*.1; do
+  mandoc -T lint -W warning "$m"
+done
+
+step "shell scripts (shellcheck)"
+shellcheck bin-wrappers/* tests/*.sh bench/*.sh
+
+step "every binary has a man page"
+for main in crates/*/src/main.rs; do
+  bin=$(basename "$(dirname "$(dirname "$main")")")
+  [ -f "man/$bin.1" ] || { echo "no man page for $bin" >&2; exit 1; }
+done
+echo "tests/run.sh: all checks passed" >&2
