@@ -3,6 +3,7 @@
 //! - [`record`]: the record types (`job`, `sample`, `meta`, `summary`,
 //!   `flag`) that travel between the tools as NDJSON;
 //! - [`ndjson`]: numbered line reading and reject reporting;
+//! - [`cli`]: argument parsing with the shared exit codes;
 //! - [`csvio`]: CSV output of records;
 //! - [`slurm`]: parsing of SLURM values (memory, durations, timestamps,
 //!   job ids, states, TRES);
@@ -11,6 +12,7 @@
 //! - `store` (feature `sqlite`): the SQLite history database.
 #![deny(missing_docs)]
 
+pub mod cli;
 pub mod csvio;
 pub mod error;
 pub mod ndjson;

@@ -535,6 +535,68 @@ pub fn parse_exit_code(s: &str) -> Result<Option<(u32, u32)>, String> {
     }
 }
 
+/// Expands a SLURM host list (`n[001-003,7],gpu1`) into host names.
+/// Ranges keep their zero padding. Lists that expand to more than `limit`
+/// hosts are an error (a guard against `n[0-999999999]`).
+pub fn expand_hostlist(s: &str, limit: usize) -> Result<Vec<String>, String> {
+    let s = s.trim_ascii();
+    let mut out = Vec::new();
+    if s.is_empty() || s == "None assigned" {
+        return Ok(out);
+    }
+    // Split on commas outside brackets.
+    let mut depth = 0;
+    let mut start = 0;
+    let mut items = Vec::new();
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if !(0..=1).contains(&depth) {
+            return Err(format!("'{s}': unbalanced brackets"));
+        }
+    }
+    if depth != 0 {
+        return Err(format!("'{s}': unbalanced brackets"));
+    }
+    items.push(&s[start..]);
+    for item in items {
+        let Some(open) = item.find('[') else {
+            if item.is_empty() {
+                return Err(format!("'{s}': empty host name"));
+            }
+            out.push(item.to_string());
+            continue;
+        };
+        let close = item.rfind(']').ok_or_else(|| format!("'{item}': no ']'"))?;
+        let (prefix, suffix) = (&item[..open], &item[close + 1..]);
+        for part in item[open + 1..close].split(',') {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (lo, hi) = (
+                parse_uint(a).ok_or_else(|| format!("'{part}': not a range"))?,
+                parse_uint(b).ok_or_else(|| format!("'{part}': not a range"))?,
+            );
+            if hi < lo {
+                return Err(format!("'{part}': range runs backwards"));
+            }
+            if out.len() as u64 + (hi - lo + 1) > limit as u64 {
+                return Err(format!("'{s}': more than {limit} hosts"));
+            }
+            let width = a.len();
+            for n in lo..=hi {
+                out.push(format!("{prefix}{n:0width$}{suffix}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -673,6 +735,18 @@ mod tests {
     }
 
     #[test]
+    fn host_lists() {
+        let h = |s| expand_hostlist(s, 100).unwrap();
+        assert_eq!(h("vm"), vec!["vm"]);
+        assert_eq!(h("n[001-003],gpu7"), vec!["n001", "n002", "n003", "gpu7"]);
+        assert_eq!(h("a[1,3-4]b"), vec!["a1b", "a3b", "a4b"]);
+        assert!(h("None assigned").is_empty());
+        assert!(expand_hostlist("n[1-1000]", 100).is_err());
+        assert!(expand_hostlist("n[3-1]", 100).is_err());
+        assert!(expand_hostlist("n[1-2", 100).is_err());
+    }
+
+    #[test]
     fn exit_codes() {
         assert_eq!(parse_exit_code("0:125").unwrap(), Some((0, 125)));
         assert_eq!(parse_exit_code("").unwrap(), None);
@@ -689,6 +763,7 @@ mod tests {
             let _ = parse_state(&s);
             let _ = parse_tres(&s);
             let _ = parse_exit_code(&s);
+            let _ = expand_hostlist(&s, 1000);
         }
 
         #[test]

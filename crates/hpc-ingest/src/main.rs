@@ -3,8 +3,8 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     // The local UTC offset must be read before any thread starts.
     let offset = hpc_core::slurm::local_utc_offset();
-    hpc_core::run_main(
-        "hpc-ingest",
-        hpc_ingest::cli::main(argh::from_env(), offset),
-    )
+    match hpc_core::cli::parse_args("hpc-ingest") {
+        Ok(args) => hpc_core::run_main("hpc-ingest", hpc_ingest::cli::main(args, offset)),
+        Err(code) => code,
+    }
 }

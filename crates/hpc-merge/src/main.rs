@@ -1,4 +1,8 @@
-fn main() {
-    eprintln!("hpc-merge: not built yet");
-    std::process::exit(1);
+//! The hpc-merge command: see the library for the work.
+
+fn main() -> std::process::ExitCode {
+    match hpc_core::cli::parse_args::<hpc_merge::Args>("hpc-merge") {
+        Ok(args) => hpc_core::run_main("hpc-merge", hpc_merge::main_with(args)),
+        Err(code) => code,
+    }
 }

@@ -8,7 +8,8 @@ use hpc_core::ndjson::{open_input, Rejects};
 use hpc_core::store::{JobFilter, Store};
 use hpc_core::{paths, slurm, Error, Result};
 
-use crate::{dump, put_reader, put_spool, status, PutReport, DUMP_KINDS};
+use crate::report::{self, By, Format};
+use crate::{dump, history, put_reader, put_spool, status, store_flags, PutReport, DUMP_KINDS};
 
 #[derive(FromArgs, Debug)]
 /// The hpc-sizer history database: store records, show what it holds, read
@@ -36,6 +37,148 @@ pub enum Cmd {
     Put(PutArgs),
     Status(StatusArgs),
     Dump(DumpArgs),
+    Report(ReportArgs),
+    Flags(FlagsArgs),
+    History(HistoryArgs),
+    Export(ExportArgs),
+}
+
+/// The job filters every reading command takes.
+#[derive(FromArgs, Debug)]
+/// Efficiency report: jobs, CPU, memory and GPU hours, efficiencies and
+/// waste, by user, account, group, partition, node, state or tool.
+#[argh(subcommand, name = "report")]
+pub struct ReportArgs {
+    /// group by: user, account, group, partition, node, state, tool (default user)
+    #[argh(option, default = "String::from(\"user\")")]
+    pub by: String,
+
+    /// output: table, csv, ndjson, md (default table)
+    #[argh(option, default = "String::from(\"table\")")]
+    pub format: String,
+
+    /// user-to-group mapping file (default $HPC_SIZER_GROUPS, else $XDG_CONFIG_HOME/hpc-sizer/groups)
+    #[argh(option)]
+    pub groups: Option<PathBuf>,
+
+    /// read a Parquet dataset written by export instead of the database
+    #[argh(option)]
+    pub parquet: Option<PathBuf>,
+
+    /// jobs that ended in the last N days
+    #[argh(option)]
+    pub days: Option<u32>,
+
+    /// jobs that ended on or after this date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS, UTC)
+    #[argh(option)]
+    pub since: Option<String>,
+
+    /// jobs that ended before this date
+    #[argh(option)]
+    pub until: Option<String>,
+
+    /// only this user's jobs
+    #[argh(option)]
+    pub user: Option<String>,
+
+    /// only this partition's jobs
+    #[argh(option)]
+    pub partition: Option<String>,
+}
+
+#[derive(FromArgs, Debug)]
+/// Flag counts and the flagged jobs.
+#[argh(subcommand, name = "flags")]
+pub struct FlagsArgs {
+    /// output: table, csv, ndjson, md (default table)
+    #[argh(option, default = "String::from(\"table\")")]
+    pub format: String,
+
+    /// list the flagged jobs, not only the counts
+    #[argh(switch)]
+    pub jobs: bool,
+
+    /// jobs that ended in the last N days
+    #[argh(option)]
+    pub days: Option<u32>,
+
+    /// jobs that ended on or after this date
+    #[argh(option)]
+    pub since: Option<String>,
+
+    /// jobs that ended before this date
+    #[argh(option)]
+    pub until: Option<String>,
+
+    /// only this user's jobs
+    #[argh(option)]
+    pub user: Option<String>,
+
+    /// only this partition's jobs
+    #[argh(option)]
+    pub partition: Option<String>,
+}
+
+#[derive(FromArgs, Debug)]
+/// Per-tool distribution of peak memory, CPU efficiency and elapsed time.
+#[argh(subcommand, name = "history")]
+pub struct HistoryArgs {
+    /// the tool (from analysis records, else the job name)
+    #[argh(option)]
+    pub tool: String,
+
+    /// output: table, csv, ndjson, md (default table)
+    #[argh(option, default = "String::from(\"table\")")]
+    pub format: String,
+
+    /// jobs that ended in the last N days
+    #[argh(option)]
+    pub days: Option<u32>,
+
+    /// jobs that ended on or after this date
+    #[argh(option)]
+    pub since: Option<String>,
+
+    /// jobs that ended before this date
+    #[argh(option)]
+    pub until: Option<String>,
+
+    /// only this user's jobs
+    #[argh(option)]
+    pub user: Option<String>,
+
+    /// only this partition's jobs
+    #[argh(option)]
+    pub partition: Option<String>,
+}
+
+#[derive(FromArgs, Debug)]
+/// Write the jobs as date-partitioned Parquet (end_date=YYYY-MM-DD/).
+#[argh(subcommand, name = "export")]
+pub struct ExportArgs {
+    /// the dataset folder
+    #[argh(option)]
+    pub parquet: PathBuf,
+
+    /// jobs that ended in the last N days
+    #[argh(option)]
+    pub days: Option<u32>,
+
+    /// jobs that ended on or after this date
+    #[argh(option)]
+    pub since: Option<String>,
+
+    /// jobs that ended before this date
+    #[argh(option)]
+    pub until: Option<String>,
+
+    /// only this user's jobs
+    #[argh(option)]
+    pub user: Option<String>,
+
+    /// only this partition's jobs
+    #[argh(option)]
+    pub partition: Option<String>,
 }
 
 #[derive(FromArgs, Debug)]
@@ -184,13 +327,7 @@ pub fn main(args: Args) -> Result<()> {
             rejects.finish(rep.lines)
         }
         Cmd::Status(_) => {
-            if !path.exists() {
-                return Err(Error::Other(format!(
-                    "no database at {} (run hpc-ingest first)",
-                    path.display()
-                )));
-            }
-            let store = Store::open(&path)?;
+            let store = existing(&path)?;
             let mut out = io::BufWriter::new(io::stdout().lock());
             status(&store, &path, &mut out)?;
             Ok(out.flush()?)
@@ -215,13 +352,128 @@ pub fn main(args: Args) -> Result<()> {
                 d.until.as_deref(),
                 d.days,
             )?;
-            if !path.exists() {
-                return Err(Error::Other(format!("no database at {}", path.display())));
-            }
-            let store = Store::open(&path)?;
+            let store = existing(&path)?;
             let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
             dump(&store, &kinds, &f, &mut out)?;
             Ok(())
         }
+        Cmd::Report(r) => {
+            let by: By = r.by.parse().map_err(Error::Usage)?;
+            let format: Format = r.format.parse().map_err(Error::Usage)?;
+            let f = filter(
+                r.user,
+                r.partition,
+                r.since.as_deref(),
+                r.until.as_deref(),
+                r.days,
+            )?;
+            let groups = match group_file(r.groups) {
+                Some(p) if by == By::Group => report::read_groups(&p)?,
+                _ => report::Groups::new(),
+            };
+            let raw = match &r.parquet {
+                Some(dir) => parquet_rows(dir, by, &f)?,
+                None => report::sqlite_rows(&existing(&path)?, by, &f)?,
+            };
+            let rows = report::finish(by, raw, &groups)?;
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            report::write(&mut out, by, &rows, format)
+        }
+        Cmd::Flags(a) => {
+            let format: Format = a.format.parse().map_err(Error::Usage)?;
+            let f = filter(
+                a.user,
+                a.partition,
+                a.since.as_deref(),
+                a.until.as_deref(),
+                a.days,
+            )?;
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            store_flags(&existing(&path)?, &f, a.jobs, format, &mut out)
+        }
+        Cmd::History(h) => {
+            let format: Format = h.format.parse().map_err(Error::Usage)?;
+            let f = filter(
+                h.user,
+                h.partition,
+                h.since.as_deref(),
+                h.until.as_deref(),
+                h.days,
+            )?;
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            history(&existing(&path)?, &h.tool, &f, format, &mut out)
+        }
+        Cmd::Export(e) => {
+            let f = filter(
+                e.user,
+                e.partition,
+                e.since.as_deref(),
+                e.until.as_deref(),
+                e.days,
+            )?;
+            export(&existing(&path)?, &e.parquet, &f)
+        }
     }
+}
+
+/// Opens the database, which must exist.
+fn existing(path: &std::path::Path) -> Result<Store> {
+    if !path.exists() {
+        return Err(Error::Other(format!(
+            "no database at {} (run hpc-ingest first)",
+            path.display()
+        )));
+    }
+    Store::open(path)
+}
+
+/// The group mapping file: the flag, else $HPC_SIZER_GROUPS, else the
+/// config folder's `groups` when it exists.
+fn group_file(flag: Option<PathBuf>) -> Option<PathBuf> {
+    if flag.is_some() {
+        return flag;
+    }
+    if let Some(p) = std::env::var_os("HPC_SIZER_GROUPS").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    let p = base.join("hpc-sizer/groups");
+    p.exists().then_some(p)
+}
+
+#[cfg(feature = "parquet")]
+fn parquet_rows(dir: &std::path::Path, by: By, f: &JobFilter) -> Result<Vec<report::RawRow>> {
+    crate::parquet::parquet_rows(dir, by, f)
+}
+
+#[cfg(not(feature = "parquet"))]
+fn parquet_rows(_: &std::path::Path, _: By, _: &JobFilter) -> Result<Vec<report::RawRow>> {
+    Err(Error::Usage(
+        "this hpc-store was built without the parquet feature".into(),
+    ))
+}
+
+#[cfg(feature = "parquet")]
+fn export(store: &Store, dir: &std::path::Path, f: &JobFilter) -> Result<()> {
+    let t = std::time::Instant::now();
+    let st = crate::parquet::export(store, dir, f)?;
+    eprintln!(
+        "hpc-store: exported {} jobs in {} partitions ({:.1} MiB) to {} in {:.2} s",
+        st.jobs,
+        st.partitions,
+        st.bytes as f64 / 1048576.0,
+        dir.display(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "parquet"))]
+fn export(_: &Store, _: &std::path::Path, _: &JobFilter) -> Result<()> {
+    Err(Error::Usage(
+        "this hpc-store was built without the parquet feature".into(),
+    ))
 }

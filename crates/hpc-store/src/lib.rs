@@ -7,6 +7,9 @@
 //! - `dump`: records back out as NDJSON, filtered by kind, user and date.
 
 pub mod cli;
+#[cfg(feature = "parquet")]
+pub mod parquet;
+pub mod report;
 
 use std::fs;
 use std::io::{BufRead, Write};
@@ -273,4 +276,116 @@ pub fn dump(
     }
     out.flush()?;
     Ok(n)
+}
+
+/// `flags`: counts of each flag over the filtered jobs, or (with `jobs`)
+/// the flagged jobs themselves.
+pub fn store_flags(
+    store: &Store,
+    filter: &JobFilter,
+    jobs: bool,
+    format: report::Format,
+    out: &mut dyn Write,
+) -> Result<()> {
+    use report::Cell;
+    let (cond, ps) = filter.sql();
+    let filtered = filter.user.is_some()
+        || filter.partition.is_some()
+        || filter.since.is_some()
+        || filter.until.is_some();
+    let from = if filtered {
+        format!("flags f JOIN jobs ON jobs.job_id_raw = f.job_id WHERE {cond}")
+    } else {
+        "flags f LEFT JOIN jobs ON jobs.job_id_raw = f.job_id".to_string()
+    };
+    let params = if filtered { ps } else { Vec::new() };
+    let (cols, sql): (&[&str], String) = if jobs {
+        (
+            &["job_id", "user", "flag", "value", "threshold", "reason"],
+            format!("SELECT f.job_id, jobs.user, f.flag, f.value, f.threshold, f.reason FROM {from} ORDER BY f.job_id, f.flag"),
+        )
+    } else {
+        (
+            &["flag", "category", "jobs", "users"],
+            format!("SELECT f.flag, f.category, count(*), count(DISTINCT jobs.user) FROM {from} GROUP BY f.flag, f.category ORDER BY count(*) DESC, f.flag"),
+        )
+    };
+    let mut st = store.conn().prepare(&sql)?;
+    let rows = st
+        .query_map(rusqlite::params_from_iter(params), |r| {
+            Ok(if jobs {
+                vec![
+                    Cell::Text(r.get(0)?),
+                    Cell::Text(r.get::<_, Option<String>>(1)?.unwrap_or_else(|| "-".into())),
+                    Cell::Text(r.get(2)?),
+                    Cell::Num(r.get(3)?, 2),
+                    Cell::Num(r.get(4)?, 2),
+                    Cell::Text(r.get(5)?),
+                ]
+            } else {
+                vec![
+                    Cell::Text(r.get(0)?),
+                    Cell::Text(r.get(1)?),
+                    Cell::Num(Some(r.get::<_, i64>(2)? as f64), 0),
+                    Cell::Num(Some(r.get::<_, i64>(3)? as f64), 0),
+                ]
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    report::write_table(out, "flag_count", cols, &rows, format)
+}
+
+/// `history`: the distribution of peak memory, CPU efficiency and elapsed
+/// time over the finished jobs of one tool.
+pub fn history(
+    store: &Store,
+    tool: &str,
+    filter: &JobFilter,
+    format: report::Format,
+    out: &mut dyn Write,
+) -> Result<()> {
+    use report::{quantile, Cell};
+    let (cond, mut ps) = filter.sql();
+    ps.push(rusqlite::types::Value::Text(tool.to_string()));
+    let sql = format!(
+        "SELECT max_rss_mb, cpu_eff, elapsed_s, req_mem_mb FROM jobs
+         WHERE {cond} AND is_final = 1 AND start_ts IS NOT NULL AND {} = ?{}",
+        report::TOOL_SQL,
+        ps.len()
+    );
+    let mut st = store.conn().prepare(&sql)?;
+    let mut series: [Vec<f64>; 4] = Default::default();
+    let mut rows = st.query(rusqlite::params_from_iter(ps))?;
+    while let Some(r) = rows.next()? {
+        for (i, s) in series.iter_mut().enumerate() {
+            if let Some(v) = r.get::<_, Option<f64>>(i)? {
+                s.push(v);
+            }
+        }
+    }
+    let names = ["peak_rss_mb", "cpu_eff", "elapsed_s", "req_mem_mb"];
+    let mut table = Vec::new();
+    for (name, mut s) in names.iter().zip(series) {
+        s.sort_by(f64::total_cmp);
+        let mean = (!s.is_empty()).then(|| s.iter().sum::<f64>() / s.len() as f64);
+        let mut row = vec![
+            Cell::Text(tool.to_string()),
+            Cell::Text(name.to_string()),
+            Cell::Num(Some(s.len() as f64), 0),
+        ];
+        for q in [0.0, 0.1, 0.5, 0.9, 1.0] {
+            row.push(Cell::Num(quantile(&s, q), 1));
+        }
+        row.push(Cell::Num(mean, 1));
+        table.push(row);
+    }
+    report::write_table(
+        out,
+        "history",
+        &[
+            "tool", "metric", "n", "min", "p10", "p50", "p90", "max", "mean",
+        ],
+        &table,
+        format,
+    )
 }

@@ -1,5 +1,8 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    hpc_core::run_main("hpc-store", hpc_store::cli::main(argh::from_env()))
+    match hpc_core::cli::parse_args("hpc-store") {
+        Ok(args) => hpc_core::run_main("hpc-store", hpc_store::cli::main(args)),
+        Err(code) => code,
+    }
 }

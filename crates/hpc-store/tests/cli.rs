@@ -160,7 +160,16 @@ fn help_matches_the_man_page() {
     )
     .unwrap();
     let mut n = 0;
-    for sub in [&[][..], &["put"][..], &["status"][..], &["dump"][..]] {
+    for sub in [
+        &[][..],
+        &["put"][..],
+        &["status"][..],
+        &["dump"][..],
+        &["report"][..],
+        &["flags"][..],
+        &["history"][..],
+        &["export"][..],
+    ] {
         let out = Command::new(BIN).args(sub).arg("--help").output().unwrap();
         assert!(out.status.success());
         for line in text(&out.stdout)

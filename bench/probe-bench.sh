@@ -1,0 +1,23 @@
+#!/bin/sh
+# Benchmark of hpc-probe: CPU per sample and per watched process against a
+# floor loop that only reads the same /proc files, peak RSS, and a churn
+# soak (processes starting and exiting hundreds of times a second).
+#
+#   bash bench/probe-bench.sh [SAMPLES] [COUNTS...]
+#
+# HPC_PROBE_CHURN_SECS sets the soak length (default 30; 0 skips it).
+set -eu
+
+cd "$(dirname "$0")/.."
+: "${CARGO_TARGET_DIR:=target}"
+export CARGO_TARGET_DIR
+
+cargo build --release -p hpc-probe --bin hpc-probe --example probe_bench
+"$CARGO_TARGET_DIR/release/examples/probe_bench" "$@"
+
+secs="${HPC_PROBE_CHURN_SECS:-30}"
+if [ "$secs" -gt 0 ]; then
+    echo "churn soak: ${secs} s of short-lived processes under the probe"
+    HPC_PROBE_CHURN_SECS="$secs" cargo test --release -p hpc-probe --test cli \
+        churn_gives_samples_without_errors_or_gaps -- --nocapture
+fi

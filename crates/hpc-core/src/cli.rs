@@ -1,0 +1,70 @@
+//! Command-line parsing shared by the tools.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use crate::error::Exit;
+
+/// Parses the command line like `argh::from_env`, except that a usage error
+/// exits 2 (the project's usage code, not argh's 1), `--help` prints to
+/// stdout and exits 0, and a lone `-` (stdin) is accepted as a positional
+/// argument even before `--`.
+pub fn parse_args<T: argh::FromArgs>(default_name: &str) -> Result<T, ExitCode> {
+    let argv: Vec<String> = std::env::args().collect();
+    let cmd = argv
+        .first()
+        .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+        .unwrap_or_else(|| default_name.into());
+    let rest: Vec<&str> = argv.iter().skip(1).map(String::as_str).collect();
+    parse_from(&cmd, &rest)
+}
+
+/// [`parse_args`] over given arguments (for tests).
+pub fn parse_from<T: argh::FromArgs>(cmd: &str, args: &[&str]) -> Result<T, ExitCode> {
+    let mut rest: Vec<&str> = args.to_vec();
+    // argh takes a lone `-` for an unknown option: move it after `--`.
+    let before = rest.iter().position(|a| *a == "--").unwrap_or(rest.len());
+    if rest[..before].contains(&"-") {
+        rest = rest[..before]
+            .iter()
+            .copied()
+            .filter(|a| *a != "-")
+            .chain(["--", "-"])
+            .chain(rest[before..].iter().copied().skip(1))
+            .collect();
+    }
+    T::from_args(&[cmd], &rest).map_err(|e| match e.status {
+        Ok(()) => {
+            let _ = writeln!(std::io::stdout().lock(), "{}", e.output.trim_end());
+            ExitCode::SUCCESS
+        }
+        Err(()) => {
+            let _ = writeln!(std::io::stderr().lock(), "{cmd}: {}", e.output.trim_end());
+            Exit::Usage.into()
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(argh::FromArgs, Debug)]
+    /// test
+    struct A {
+        /// a switch
+        #[argh(switch)]
+        x: bool,
+        /// files
+        #[argh(positional)]
+        files: Vec<String>,
+    }
+
+    #[test]
+    fn lone_dash_is_a_file() {
+        let a: A = parse_from("t", &["-", "--x"]).unwrap();
+        assert!(a.x);
+        assert_eq!(a.files, vec!["-"]);
+        assert!(parse_from::<A>("t", &["--nope"]).is_err());
+    }
+}

@@ -1,0 +1,406 @@
+//! hpc-flags: anomaly detection over a stream of hpc-sizer records.
+//!
+//! Every input line is passed through unchanged, except a job-wide
+//! `summary`, which comes out at the end of its job with `not_evaluated`
+//! added. After each job's records, one `flag` record is written for each
+//! raised flag (see [`eval::FLAGS`] for the fourteen flags and
+//! [`thresholds::PARAMS`] for the thresholds).
+//!
+//! Records are grouped by `job_id`: a job ends where the next job's first
+//! record starts, and at the end of the input, so memory holds one job at a
+//! time (its job-wide sample series at most).
+
+pub mod eval;
+pub mod thresholds;
+
+use std::borrow::Cow;
+use std::io::{BufRead, Write};
+
+use argh::FromArgs;
+use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::record::write_tagged;
+use hpc_core::{Error, Result};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::eval::{evaluate, JobAcc, JobFacts, Point, SummaryFacts};
+use crate::thresholds::Thresholds;
+
+/// Raise anomaly flags for the jobs in a stream of hpc-sizer records.
+#[derive(FromArgs, Debug)]
+#[argh(
+    example = "hpc-merge spool/42/*.ndjson | hpc-flags | hpc-store put",
+    example = "hpc-store dump --kind job | hpc-flags --set mem_overrequest=0.3 | hpc-store put",
+    example = "hpc-flags --config flags.conf job42.ndjson | grep '\"kind\":\"flag\"'",
+    note = "Exit status: 0 ok, 1 bad data or failure, 2 usage error. Thresholds: see hpc-flags(1)."
+)]
+pub struct Args {
+    /// override a threshold, name=value (repeatable)
+    #[argh(option)]
+    pub set: Vec<String>,
+    /// read thresholds from a file of `name = value` lines (# comments)
+    #[argh(option)]
+    pub config: Option<String>,
+    /// list the thresholds and their values, then exit
+    #[argh(switch)]
+    pub list_thresholds: bool,
+    /// input files, or - for stdin (default)
+    #[argh(positional)]
+    pub inputs: Vec<String>,
+}
+
+/// The checked options.
+#[derive(Debug, Clone, Default)]
+pub struct Opts {
+    /// The thresholds in force.
+    pub thresholds: Thresholds,
+    /// Print the thresholds instead of reading input.
+    pub list_thresholds: bool,
+    /// Input files; empty means stdin.
+    pub inputs: Vec<String>,
+}
+
+impl Opts {
+    /// Checks `args`: the config file first, then each `--set`.
+    pub fn from_args(args: Args) -> Result<Opts> {
+        let mut th = Thresholds::default();
+        if let Some(path) = &args.config {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Error::Usage(format!("--config {path}: {e}")))?;
+            th.apply_config(path, &text)?;
+        }
+        for s in &args.set {
+            th.set_pair(s)?;
+        }
+        Ok(Opts {
+            thresholds: th,
+            list_thresholds: args.list_thresholds,
+            inputs: args.inputs,
+        })
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Stats {
+    /// Lines read.
+    pub lines: u64,
+    /// Lines rejected.
+    pub rejected: u64,
+    /// Jobs evaluated.
+    pub jobs: u64,
+    /// Flags raised.
+    pub flags: u64,
+}
+
+fn job_id_de<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<String>, D::Error> {
+    Ok(match Option::<Value>::deserialize(d)? {
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    })
+}
+
+/// The parts of a line that decide where it goes.
+#[derive(Deserialize)]
+struct LineView<'a> {
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "job_id_de")]
+    job_id: Option<String>,
+    #[serde(borrow, default)]
+    host: Option<Cow<'a, str>>,
+    #[serde(default)]
+    t: Option<f64>,
+    #[serde(default)]
+    cpu_frac: Option<f64>,
+    #[serde(default)]
+    cpu_cores: Option<f64>,
+    #[serde(default)]
+    rss_mb: Option<f64>,
+    #[serde(default)]
+    read_mbps: Option<f64>,
+    #[serde(default)]
+    write_mbps: Option<f64>,
+    #[serde(default)]
+    lustre_read_mbps: Option<f64>,
+    #[serde(default)]
+    lustre_write_mbps: Option<f64>,
+    #[serde(default)]
+    lustre_meta_ops: Option<f64>,
+    #[serde(default)]
+    cpi: Option<f64>,
+    #[serde(default)]
+    cache_miss_rate: Option<f64>,
+    #[serde(default)]
+    numa_miss_rate: Option<f64>,
+    #[serde(default)]
+    req_cpus: Option<f64>,
+    #[serde(default)]
+    req_mem_mb: Option<f64>,
+}
+
+impl LineView<'_> {
+    /// Only the kind and job id of a record whose other fields do not fit.
+    fn bare(m: &Map<String, Value>) -> Self {
+        LineView {
+            kind: m
+                .get("kind")
+                .and_then(Value::as_str)
+                .map(|k| Cow::Owned(format!("{k}#unread"))),
+            job_id: match m.get("job_id") {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            },
+            host: None,
+            t: None,
+            cpu_frac: None,
+            cpu_cores: None,
+            rss_mb: None,
+            read_mbps: None,
+            write_mbps: None,
+            lustre_read_mbps: None,
+            lustre_write_mbps: None,
+            lustre_meta_ops: None,
+            cpi: None,
+            cache_miss_rate: None,
+            numa_miss_rate: None,
+            req_cpus: None,
+            req_mem_mb: None,
+        }
+    }
+}
+
+fn nan(v: Option<f64>) -> f64 {
+    v.unwrap_or(f64::NAN)
+}
+
+/// `a + b`, an absent side counting as 0; absent when both are.
+fn sum_opt(a: Option<f64>, b: Option<f64>) -> f64 {
+    match (a, b) {
+        (None, None) => f64::NAN,
+        (a, b) => a.unwrap_or(0.0) + b.unwrap_or(0.0),
+    }
+}
+
+/// One job being read.
+#[derive(Default)]
+struct Group {
+    job_id: Option<String>,
+    acc: JobAcc,
+    summary: Option<Map<String, Value>>,
+}
+
+struct Flagger<'a, W: Write> {
+    th: &'a Thresholds,
+    out: W,
+    group: Group,
+    stats: Stats,
+}
+
+impl<W: Write> Flagger<'_, W> {
+    /// Ends the current job: its summary (with `not_evaluated`) and flags.
+    fn flush(&mut self) -> Result<()> {
+        let g = std::mem::take(&mut self.group);
+        let Some(job_id) = g.job_id else {
+            return Ok(());
+        };
+        let outcome = evaluate(&job_id, g.acc, self.th);
+        self.stats.jobs += 1;
+        let ne: Vec<Value> = outcome
+            .not_evaluated
+            .iter()
+            .map(|s| Value::from(s.as_str()))
+            .collect();
+        match g.summary {
+            Some(mut m) => {
+                m.remove("kind");
+                m.insert("not_evaluated".into(), Value::Array(ne));
+                write_tagged(&mut self.out, "summary", &m)?;
+            }
+            None if !ne.is_empty() => {
+                let mut m = Map::new();
+                m.insert("job_id".into(), job_id.clone().into());
+                m.insert("not_evaluated".into(), Value::Array(ne));
+                write_tagged(&mut self.out, "summary", &m)?;
+            }
+            None => {}
+        }
+        for f in &outcome.flags {
+            write_tagged(&mut self.out, "flag", f)?;
+            self.stats.flags += 1;
+        }
+        Ok(())
+    }
+
+    /// Handles one parsed line; returns whether to pass it through.
+    fn line(&mut self, text: &str, v: LineView) -> Result<bool> {
+        if let Some(id) = &v.job_id {
+            match &self.group.job_id {
+                Some(cur) if cur == id => {}
+                None => self.group.job_id = Some(id.clone()),
+                Some(_) => {
+                    self.flush()?;
+                    self.group.job_id = Some(id.clone());
+                }
+            }
+        }
+        let acc = &mut self.group.acc;
+        match v.kind.as_deref() {
+            Some("sample") => {
+                let Some(t) = v.t else { return Ok(true) };
+                let p = Point {
+                    t,
+                    frac: nan(v.cpu_frac),
+                    cores: nan(v.cpu_cores),
+                    rss: nan(v.rss_mb),
+                    io: sum_opt(v.read_mbps, v.write_mbps),
+                    lustre_io: sum_opt(v.lustre_read_mbps, v.lustre_write_mbps),
+                    lustre_meta: nan(v.lustre_meta_ops),
+                    cpi: nan(v.cpi),
+                    cache: nan(v.cache_miss_rate),
+                    numa: nan(v.numa_miss_rate),
+                };
+                match v.host.as_deref() {
+                    None => acc.series.push(p),
+                    Some(_) if acc.many_hosts => {}
+                    Some(h) => match &acc.host {
+                        None => {
+                            acc.host = Some(h.to_owned());
+                            acc.host_series.push(p);
+                        }
+                        Some(cur) if cur == h => acc.host_series.push(p),
+                        Some(_) => {
+                            acc.many_hosts = true;
+                            acc.host_series = Vec::new();
+                        }
+                    },
+                }
+            }
+            Some("job") => {
+                acc.job = serde_json::from_str::<JobFacts>(text).ok();
+            }
+            Some("meta") => {
+                if let Some(c) = v.req_cpus {
+                    acc.meta_cpus = Some(acc.meta_cpus.unwrap_or(0.0) + c);
+                }
+                if let Some(m) = v.req_mem_mb {
+                    acc.meta_mem_mb = Some(acc.meta_mem_mb.unwrap_or(0.0) + m);
+                }
+            }
+            Some("summary")
+                if v.host.is_none() && self.group.summary.is_none() && v.job_id.is_some() =>
+            {
+                acc.summary = serde_json::from_str::<SummaryFacts>(text).ok();
+                self.group.summary = serde_json::from_str::<Map<String, Value>>(text).ok();
+                return Ok(self.group.summary.is_none());
+            }
+            _ => {}
+        }
+        Ok(true)
+    }
+}
+
+/// Reads records from `opts.inputs` (or `stdin`), passes them to `out` and
+/// adds each job's flags after its records.
+pub fn run(opts: &Opts, stdin: impl BufRead, out: impl Write) -> Result<Stats> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    if opts.list_thresholds {
+        for (name, _, what) in thresholds::PARAMS {
+            writeln!(out, "{name} = {} # {what}", opts.thresholds.get(name))?;
+        }
+        out.flush()?;
+        return Ok(Stats::default());
+    }
+    let mut f = Flagger {
+        th: &opts.thresholds,
+        out: &mut out,
+        group: Group::default(),
+        stats: Stats::default(),
+    };
+    let mut rejects = Rejects::new("hpc-flags");
+    let names: Vec<String> = if opts.inputs.is_empty() {
+        vec!["-".into()]
+    } else {
+        opts.inputs.clone()
+    };
+    let mut stdin = Some(stdin);
+    for name in &names {
+        let input: Box<dyn BufRead + '_> = if name == "-" {
+            match stdin.take() {
+                Some(s) => Box::new(s),
+                None => return Err(Error::Usage("stdin (-) given twice".into())),
+            }
+        } else {
+            hpc_core::ndjson::open_input(name)?
+        };
+        let source = (name != "-").then_some(name.as_str());
+        let mut reader = LineReader::new(input);
+        while let Some(line) = reader.next_line().map_err(|source| Error::Io {
+            context: format!("cannot read {name}"),
+            source,
+        })? {
+            let line = match line {
+                Ok(l) => l,
+                Err((n, reason)) => {
+                    rejects.reject(source, n, &reason)?;
+                    continue;
+                }
+            };
+            let text = line.text.trim();
+            if text.is_empty() {
+                continue;
+            }
+            let view: LineView = match serde_json::from_str(text) {
+                Ok(v) => v,
+                // Valid JSON with an unexpected type in a field the rules
+                // read: pass it through, its values unused.
+                Err(e) if e.is_data() => match serde_json::from_str::<Map<String, Value>>(text) {
+                    Ok(m) => LineView::bare(&m),
+                    Err(e) => {
+                        rejects.reject(source, line.number, &format!("not a record: {e}"))?;
+                        continue;
+                    }
+                },
+                Err(e) if line.unterminated => {
+                    rejects.warn(
+                        source,
+                        line.number,
+                        &format!("truncated last line ignored ({e})"),
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    rejects.reject(source, line.number, &format!("not a record: {e}"))?;
+                    continue;
+                }
+            };
+            if view.kind.is_none() {
+                rejects.reject(source, line.number, "no \"kind\"")?;
+                continue;
+            }
+            if f.line(text, view)? {
+                f.out.write_all(text.as_bytes())?;
+                f.out.write_all(b"\n")?;
+            }
+        }
+        f.stats.lines += reader.lines_read();
+    }
+    f.flush()?;
+    let mut stats = f.stats;
+    out.flush()?;
+    stats.rejected = rejects.rejected;
+    rejects.finish(stats.lines)?;
+    Ok(stats)
+}
+
+/// The whole tool: checked arguments, stdin, stdout.
+pub fn main_with(args: Args) -> Result<Stats> {
+    let opts = Opts::from_args(args)?;
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    run(&opts, stdin.lock(), stdout.lock())
+}

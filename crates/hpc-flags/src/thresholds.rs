@@ -1,0 +1,214 @@
+//! The flag thresholds: names, defaults, and overrides from `--set` and
+//! `--config`.
+
+use std::collections::BTreeMap;
+
+use hpc_core::{Error, Result};
+
+/// Every threshold: name, default, meaning. A flag's main threshold has the
+/// flag's name; its other parameters are `<flag>_<what>`.
+pub const PARAMS: &[(&str, f64, &str)] = &[
+    (
+        "mem_overrequest",
+        0.25,
+        "peak RSS / requested memory below this",
+    ),
+    (
+        "idle_cpu",
+        0.5,
+        "share of the sampled time that is idle, above this",
+    ),
+    (
+        "idle_cpu_frac",
+        0.05,
+        "a sample is idle below this CPU fraction",
+    ),
+    (
+        "single_threaded",
+        1.5,
+        "effective cores (CPU time / elapsed) below this",
+    ),
+    (
+        "single_threaded_min_cpus",
+        2.0,
+        "only for jobs with more CPUs than this",
+    ),
+    (
+        "mem_spike_plateau",
+        0.6,
+        "RSS after the peak window stays below this share of the peak",
+    ),
+    (
+        "mem_spike_plateau_window",
+        0.1,
+        "the peak falls in this first share of the runtime",
+    ),
+    (
+        "io_dominant",
+        0.5,
+        "share of the sampled time that is I/O-bound, above this",
+    ),
+    (
+        "io_dominant_mbps",
+        10.0,
+        "disk read+write MB/s above this is high I/O",
+    ),
+    (
+        "io_dominant_cpu_frac",
+        0.1,
+        "... while the CPU fraction is below this",
+    ),
+    (
+        "lustre_metadata_heavy",
+        100.0,
+        "mean Lustre metadata operations per second above this",
+    ),
+    (
+        "lustre_io_dominant",
+        0.5,
+        "share of the sampled time that is Lustre-bound, above this",
+    ),
+    (
+        "lustre_io_dominant_mbps",
+        50.0,
+        "Lustre read+write MB/s above this is high I/O",
+    ),
+    (
+        "lustre_io_dominant_cpu_frac",
+        0.1,
+        "... while the CPU fraction is below this",
+    ),
+    ("high_cpi", 1.0, "mean cycles per instruction above this"),
+    (
+        "cache_thrashing",
+        0.5,
+        "mean cache misses per cache reference above this",
+    ),
+    ("numa_misplaced", 0.2, "mean NUMA miss rate above this"),
+    (
+        "catastrophe",
+        0.2,
+        "later segment mean / earlier segment mean below this",
+    ),
+    (
+        "catastrophe_min_s",
+        60.0,
+        "the later segment lasts at least this many seconds ...",
+    ),
+    (
+        "catastrophe_min_share",
+        0.1,
+        "... and at least this share of the runtime",
+    ),
+    (
+        "catastrophe_start_share",
+        0.1,
+        "the drop comes after this first share of the runtime",
+    ),
+    (
+        "catastrophe_gain",
+        25.0,
+        "the two-segment fit beats one segment by this many noise variances",
+    ),
+    (
+        "node_imbalance",
+        1.0,
+        "coefficient of variation of per-node mean busy cores above this",
+    ),
+    (
+        "idle_nodes",
+        0.5,
+        "total CPU time below this share of one node's capacity over the run",
+    ),
+];
+
+/// The thresholds in force.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Thresholds {
+    values: BTreeMap<&'static str, f64>,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            values: PARAMS.iter().map(|(n, v, _)| (*n, *v)).collect(),
+        }
+    }
+}
+
+impl Thresholds {
+    /// The value of threshold `name` (one of [`PARAMS`]).
+    pub fn get(&self, name: &str) -> f64 {
+        match self.values.get(name) {
+            Some(v) => *v,
+            None => panic!("no threshold called {name}"),
+        }
+    }
+
+    /// Sets `name` to the text `value`; unknown names and bad values are
+    /// usage errors.
+    pub fn set(&mut self, name: &str, value: &str) -> Result<()> {
+        let name = name.trim();
+        let key = PARAMS
+            .iter()
+            .map(|(n, _, _)| *n)
+            .find(|n| *n == name)
+            .ok_or_else(|| {
+                Error::Usage(format!("unknown threshold '{name}' (see hpc-flags(1))"))
+            })?;
+        let v: f64 = value
+            .trim()
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| {
+                Error::Usage(format!(
+                    "threshold {name}: '{}' is not a number >= 0",
+                    value.trim()
+                ))
+            })?;
+        self.values.insert(key, v);
+        Ok(())
+    }
+
+    /// Applies one `name=value` assignment.
+    pub fn set_pair(&mut self, pair: &str) -> Result<()> {
+        let (n, v) = pair
+            .split_once('=')
+            .ok_or_else(|| Error::Usage(format!("--set {pair}: expected name=value")))?;
+        self.set(n, v)
+    }
+
+    /// Applies a config text of `name = value` lines (`#` starts a comment).
+    pub fn apply_config(&mut self, source: &str, text: &str) -> Result<()> {
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            self.set_pair(line)
+                .map_err(|e| Error::Usage(format!("{source}: line {}: {e}", i + 1)))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_and_errors() {
+        let mut t = Thresholds::default();
+        assert_eq!(t.get("mem_overrequest"), 0.25);
+        t.set_pair("mem_overrequest=0.3").unwrap();
+        assert_eq!(t.get("mem_overrequest"), 0.3);
+        assert!(matches!(t.set_pair("nope=1"), Err(Error::Usage(_))));
+        assert!(matches!(t.set_pair("high_cpi=x"), Err(Error::Usage(_))));
+        assert!(matches!(t.set_pair("high_cpi"), Err(Error::Usage(_))));
+        t.apply_config("c", "# c\n\nhigh_cpi = 2 # more\n").unwrap();
+        assert_eq!(t.get("high_cpi"), 2.0);
+        let e = t.apply_config("c", "high_cpi = 2\nbad = 1\n").unwrap_err();
+        assert!(e.to_string().contains("c: line 2"), "{e}");
+    }
+}

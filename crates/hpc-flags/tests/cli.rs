@@ -1,0 +1,645 @@
+//! hpc-flags: each flag raised by a fixture and not by a near miss, a noisy
+//! healthy job that raises nothing, and the command-line behaviour.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use hpc_flags::thresholds::Thresholds;
+use hpc_flags::Opts;
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hpc-flags");
+
+/// Runs the binary with `args` and `stdin`; returns (code, stdout, stderr).
+fn cli(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sin = child.stdin.take().unwrap();
+    let data = stdin.to_owned();
+    let w = std::thread::spawn(move || {
+        let _ = sin.write_all(data.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    w.join().unwrap();
+    let (o, e) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    (out.status.code().unwrap_or(-1), o, e)
+}
+
+/// Runs the library on `input` with `sets` overrides; returns the output.
+fn flags_of(input: &str, sets: &[&str]) -> String {
+    let mut th = Thresholds::default();
+    for s in sets {
+        th.set_pair(s).unwrap();
+    }
+    let opts = Opts {
+        thresholds: th,
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    hpc_flags::run(&opts, input.as_bytes(), &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+fn raised(output: &str) -> Vec<String> {
+    output
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["kind"] == "flag")
+        .map(|v| v["flag"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn has(output: &str, flag: &str) -> bool {
+    raised(output).iter().any(|f| f == flag)
+}
+
+/// A job-wide sample series: `n` samples `dt` seconds apart; `f(i)` gives
+/// the extra JSON fields of sample `i`.
+fn series(job: &str, n: usize, dt: f64, f: impl Fn(usize) -> String) -> String {
+    let mut s = String::new();
+    for i in 0..n {
+        let t = 1_700_000_000.0 + i as f64 * dt;
+        s.push_str(&format!(
+            "{{\"kind\":\"sample\",\"t\":{t},\"job_id\":\"{job}\",{}}}\n",
+            f(i)
+        ));
+    }
+    s
+}
+
+fn job(fields: &str) -> String {
+    format!("{{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"1\",\"job_id_raw\":\"1\",\"is_final\":true,{fields}}}\n")
+}
+
+/// Asserts `flag` is raised for `hit` and not for `miss`.
+fn check(flag: &str, hit: &str, miss: &str) {
+    let h = flags_of(hit, &[]);
+    assert!(has(&h, flag), "{flag} not raised:\n{h}");
+    let m = flags_of(miss, &[]);
+    assert!(!has(&m, flag), "{flag} raised on the near miss:\n{m}");
+}
+
+#[test]
+fn oom_killed() {
+    check(
+        "oom_killed",
+        &job("\"state\":\"OUT_OF_MEMORY\""),
+        &job("\"state\":\"FAILED\""),
+    );
+}
+
+#[test]
+fn mem_overrequest() {
+    check(
+        "mem_overrequest",
+        &job("\"state\":\"COMPLETED\",\"req_mem_mb\":1000,\"max_rss_mb\":240"),
+        &job("\"state\":\"COMPLETED\",\"req_mem_mb\":1000,\"max_rss_mb\":260"),
+    );
+    // A threshold override moves the line.
+    let out = flags_of(
+        &job("\"state\":\"COMPLETED\",\"req_mem_mb\":1000,\"max_rss_mb\":260"),
+        &["mem_overrequest=0.3"],
+    );
+    assert!(has(&out, "mem_overrequest"));
+}
+
+fn idle_share(idle: usize) -> String {
+    series("1", 100, 10.0, |i| {
+        format!("\"cpu_frac\":{}", if i < idle { 0.01 } else { 0.8 })
+    })
+}
+
+#[test]
+fn idle_cpu() {
+    check("idle_cpu", &idle_share(51), &idle_share(49));
+}
+
+#[test]
+fn idle_cpu_weights_samples_by_duration() {
+    // 10 idle samples of 30 s (300 s) against 40 busy ones of 5 s (200 s).
+    let mut s = String::new();
+    let mut t = 1_700_000_000.0;
+    for i in 0..50 {
+        let (frac, dt) = if i < 10 { (0.0, 30.0) } else { (0.9, 5.0) };
+        s.push_str(&format!(
+            "{{\"kind\":\"sample\",\"t\":{t},\"job_id\":\"1\",\"cpu_frac\":{frac}}}\n"
+        ));
+        t += dt;
+    }
+    assert!(has(&flags_of(&s, &[]), "idle_cpu"));
+}
+
+#[test]
+fn single_threaded() {
+    let j = |cpus: u32, cpu: f64| {
+        job(&format!(
+            "\"state\":\"COMPLETED\",\"alloc_cpus\":{cpus},\"elapsed_s\":1000,\"total_cpu_s\":{cpu}"
+        ))
+    };
+    check("single_threaded", &j(4, 1450.0), &j(4, 1550.0));
+    assert!(
+        !has(&flags_of(&j(2, 1000.0), &[]), "single_threaded"),
+        "2 CPUs is not more than 2"
+    );
+}
+
+fn spike(later: f64) -> String {
+    series("1", 100, 10.0, |i| {
+        let rss = match i {
+            0..=2 => 200.0,
+            3..=5 => 1000.0,
+            _ => 1000.0 * later,
+        };
+        format!("\"rss_mb\":{rss}")
+    })
+}
+
+#[test]
+fn mem_spike_plateau() {
+    check("mem_spike_plateau", &spike(0.58), &spike(0.62));
+}
+
+fn io(share: usize, lustre: bool) -> String {
+    series("1", 100, 10.0, |i| {
+        let busy = i < share;
+        let (mb, frac) = if busy {
+            (if lustre { 60.0 } else { 20.0 }, 0.05)
+        } else {
+            (1.0, 0.7)
+        };
+        if lustre {
+            format!("\"lustre_read_mbps\":{mb},\"lustre_write_mbps\":0,\"cpu_frac\":{frac}")
+        } else {
+            format!("\"read_mbps\":{mb},\"write_mbps\":0,\"cpu_frac\":{frac}")
+        }
+    })
+}
+
+#[test]
+fn io_dominant() {
+    check("io_dominant", &io(51, false), &io(49, false));
+}
+
+#[test]
+fn lustre_io_dominant() {
+    check("lustre_io_dominant", &io(51, true), &io(49, true));
+}
+
+fn mean_of(field: &str, v: f64) -> String {
+    series("1", 20, 10.0, |_| format!("\"{field}\":{v}"))
+}
+
+#[test]
+fn lustre_metadata_heavy() {
+    check(
+        "lustre_metadata_heavy",
+        &mean_of("lustre_meta_ops", 105.0),
+        &mean_of("lustre_meta_ops", 95.0),
+    );
+}
+
+#[test]
+fn high_cpi() {
+    check("high_cpi", &mean_of("cpi", 1.05), &mean_of("cpi", 0.95));
+}
+
+#[test]
+fn cache_thrashing() {
+    check(
+        "cache_thrashing",
+        &mean_of("cache_miss_rate", 0.55),
+        &mean_of("cache_miss_rate", 0.45),
+    );
+}
+
+#[test]
+fn numa_misplaced() {
+    check(
+        "numa_misplaced",
+        &mean_of("numa_miss_rate", 0.22),
+        &mean_of("numa_miss_rate", 0.18),
+    );
+}
+
+/// A small deterministic generator (xorshift), for noise with a fixed seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Uniform in [-1, 1).
+    fn sym(&mut self) -> f64 {
+        self.next() * 2.0 - 1.0
+    }
+}
+
+/// 300 samples of 30 s: busy cores around 8, dropping to `after` x 8 at
+/// `at` (a share of the run).
+fn dies(at: f64, after: f64) -> String {
+    let r = std::cell::RefCell::new(Rng(7));
+    let n = 300;
+    series("1", n, 30.0, |i| {
+        let level = if (i as f64) < at * n as f64 {
+            8.0
+        } else {
+            8.0 * after
+        };
+        let cores = (level + 0.3 * r.borrow_mut().sym()).max(0.0);
+        format!("\"cpu_cores\":{cores}")
+    })
+}
+
+#[test]
+fn catastrophe() {
+    check("catastrophe", &dies(0.4, 0.01), &dies(0.4, 0.25));
+}
+
+#[test]
+fn catastrophe_needs_the_drop_to_last() {
+    // Dies at 97 %: the later segment is shorter than max(60 s, 10 %).
+    assert!(!has(&flags_of(&dies(0.97, 0.0), &[]), "catastrophe"));
+}
+
+#[test]
+fn node_imbalance() {
+    let sum = |cv: f64| {
+        format!("{{\"kind\":\"summary\",\"job_id\":\"1\",\"nodes\":[\"a\",\"b\"],\"node_cpu_cv\":{cv}}}\n")
+    };
+    check("node_imbalance", &sum(1.05), &sum(0.95));
+}
+
+#[test]
+fn idle_nodes() {
+    // 4 nodes of 16 CPUs for 1000 s: one node's capacity is 16000 CPU-s.
+    let j = |cpu: f64| {
+        job(&format!(
+            "\"state\":\"COMPLETED\",\"alloc_cpus\":64,\"nnodes\":4,\"elapsed_s\":1000,\"total_cpu_s\":{cpu}"
+        ))
+    };
+    check("idle_nodes", &j(7600.0), &j(8400.0));
+}
+
+/// A healthy job with noise around a steady level raises nothing.
+#[test]
+fn noisy_healthy_job_raises_no_flag() {
+    let mut r = Rng(42);
+    let mut s = job(
+        "\"state\":\"COMPLETED\",\"req_mem_mb\":8000,\"max_rss_mb\":3300,\"alloc_cpus\":16,\"nnodes\":1,\"elapsed_s\":15000,\"total_cpu_s\":180000",
+    );
+    for i in 0..500 {
+        let t = 1_700_000_000.0 + i as f64 * 30.0;
+        let cores = 12.0 + 3.0 * r.sym();
+        let rss = 3000.0 + 200.0 * r.sym();
+        s.push_str(&format!(
+            "{{\"kind\":\"sample\",\"t\":{t},\"job_id\":\"1\",\"cpu_cores\":{cores},\"cpu_frac\":{},\"rss_mb\":{rss},\
+\"read_mbps\":{},\"write_mbps\":1,\"lustre_read_mbps\":{},\"lustre_write_mbps\":0,\"lustre_meta_ops\":{},\
+\"cpi\":{},\"cache_miss_rate\":{},\"numa_miss_rate\":{}}}\n",
+            cores / 16.0,
+            5.0 + 4.0 * r.sym(),
+            10.0 + 5.0 * r.sym(),
+            5.0 + r.sym(),
+            0.8 + 0.1 * r.sym(),
+            0.1 + 0.05 * r.sym(),
+            0.05 + 0.02 * r.sym(),
+        ));
+    }
+    s.push_str(
+        "{\"kind\":\"summary\",\"job_id\":\"1\",\"nodes\":[\"n1\"],\"node_cpu_cv\":0.0,\"peak_rss_mb\":3200}\n",
+    );
+    let out = flags_of(&s, &[]);
+    assert_eq!(raised(&out), Vec::<String>::new(), "{out}");
+    // Everything was evaluated: the summary lists nothing.
+    let sum: Value = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["kind"] == "summary")
+        .unwrap();
+    assert_eq!(sum["not_evaluated"], serde_json::json!([]), "{sum}");
+}
+
+#[test]
+fn lines_pass_through_and_flags_follow_each_job() {
+    let a = job("\"state\":\"OUT_OF_MEMORY\"");
+    let b = a.replace("\"job_id\":\"1\"", "\"job_id\":\"2\"");
+    let other = "{\"kind\":\"rec\",\"job_id\":\"2\",\"mem_mb\":5}\n";
+    let input = format!("{a}{b}{other}");
+    let out = flags_of(&input, &[]);
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // job 1, its summary, its flag; job 2, the rec, its summary, its flag.
+    let kinds: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|v| (v["kind"].as_str().unwrap(), v["job_id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("job", "1"),
+            ("summary", "1"),
+            ("flag", "1"),
+            ("job", "2"),
+            ("rec", "2"),
+            ("summary", "2"),
+            ("flag", "2")
+        ]
+    );
+    // Pass-through lines are byte for byte the input's.
+    assert!(out.starts_with(a.as_str()));
+    assert!(out.contains(other));
+    assert!(lines[1]["not_evaluated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v == "idle_cpu"));
+    let flag = &lines[2];
+    assert_eq!(flag["category"], "misuse");
+    assert!(flag["reason"].as_str().unwrap().contains("OUT_OF_MEMORY"));
+}
+
+#[test]
+fn a_record_with_odd_field_types_still_passes_through() {
+    let odd = "{\"kind\":\"rec\",\"job_id\":\"1\",\"cpu_cores\":\"four\"}\n";
+    let out = flags_of(&format!("{}{odd}", job("\"state\":\"OUT_OF_MEMORY\"")), &[]);
+    assert!(out.contains(odd), "{out}");
+    assert!(has(&out, "oom_killed"));
+}
+
+#[test]
+fn a_summary_gets_not_evaluated_instead_of_the_original() {
+    let input = "{\"kind\":\"summary\",\"job_id\":\"5\",\"peak_rss_mb\":10,\"req_mem_mb\":100}\n";
+    let out = flags_of(input, &[]);
+    let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert!(out.starts_with("{\"kind\":\"summary\""), "{out}");
+    assert_eq!(first["peak_rss_mb"], 10);
+    let ne = first["not_evaluated"].as_array().unwrap();
+    assert!(ne.iter().any(|v| v == "oom_killed"));
+    assert!(!ne.iter().any(|v| v == "mem_overrequest"));
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.contains("\"kind\":\"summary\""))
+            .count(),
+        1
+    );
+    assert!(has(&out, "mem_overrequest"));
+}
+
+#[test]
+fn empty_input_gives_empty_output() {
+    let (code, out, err) = cli(&[], "");
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
+}
+
+#[test]
+fn malformed_lines_are_reported_with_their_number() {
+    let input = format!(
+        "{}not json\n{{\"job_id\":\"1\"}}\n",
+        job("\"state\":\"COMPLETED\"")
+    );
+    let (code, out, err) = cli(&[], &input);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("line 2: not a record"), "{err}");
+    assert!(err.contains("line 3: no \"kind\""), "{err}");
+    assert!(
+        out.starts_with("{\"kind\":\"job\""),
+        "good lines still go through: {out}"
+    );
+}
+
+#[test]
+fn a_truncated_last_line_is_only_a_warning() {
+    let input = format!(
+        "{}{{\"kind\":\"sample\",\"t\":1",
+        job("\"state\":\"COMPLETED\"")
+    );
+    let (code, _, err) = cli(&[], &input);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("truncated"), "{err}");
+}
+
+#[test]
+fn bad_thresholds_are_usage_errors() {
+    let (code, _, err) = cli(&["--set", "nope=1"], "");
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown threshold 'nope'"), "{err}");
+    let (code, _, _) = cli(&["--set", "high_cpi=abc"], "");
+    assert_eq!(code, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("flags.conf");
+    std::fs::write(&conf, "# thresholds\nhigh_cpi = 0.5\n").unwrap();
+    let input = mean_of("cpi", 0.7);
+    let (code, out, _) = cli(&["--config", conf.to_str().unwrap()], &input);
+    assert_eq!(code, 0);
+    assert!(has(&out, "high_cpi"));
+    std::fs::write(&conf, "high_cpi = 0.5\nwhat\n").unwrap();
+    let (code, _, err) = cli(&["--config", conf.to_str().unwrap()], "");
+    assert_eq!(code, 2);
+    assert!(err.contains("line 2"), "{err}");
+}
+
+#[test]
+fn help_lists_the_options() {
+    let (code, out, _) = cli(&["--help"], "");
+    assert_eq!(code, 0);
+    assert!(out.contains("--set") && out.contains("--config"), "{out}");
+}
+
+#[test]
+fn every_long_flag_in_help_is_in_the_man_page() {
+    let (_, help, _) = cli(&["--help"], "");
+    let man = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../man/hpc-flags.1"
+    ))
+    .unwrap();
+    let man = man.replace("\\-", "-");
+    let mut n = 0;
+    for word in help.split_whitespace() {
+        let w = word.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-');
+        if w.starts_with("--") && w.len() > 2 {
+            n += 1;
+            assert!(
+                man.contains(w) || man.contains(&format!("Fl -{}", &w[2..])),
+                "{w} is not in man/hpc-flags.1"
+            );
+        }
+    }
+    assert!(n >= 3);
+    for (name, _, _) in hpc_flags::thresholds::PARAMS {
+        assert!(
+            man.contains(&name.replace('_', "\\_")) || man.contains(name),
+            "threshold {name} not in the man page"
+        );
+    }
+}
+
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    let mut child = Command::new(BIN)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sin = child.stdin.take().unwrap();
+    let w = std::thread::spawn(move || {
+        let line = job("\"state\":\"COMPLETED\"");
+        for i in 0..100_000 {
+            let l = line.replace("\"job_id\":\"1\"", &format!("\"job_id\":\"{i}\""));
+            if sin.write_all(l.as_bytes()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.starts_with("{\"kind\":\"job\""));
+    drop(stdout);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    w.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(err, "");
+}
+
+/// bin-wrappers/hpc-finalize end to end over a temporary spool, with the
+/// real hpc-merge and hpc-flags (hpc-merge is found beside hpc-flags in the
+/// target folder, where `cargo test --workspace` builds it).
+#[test]
+fn finalize_writes_the_incoming_file_and_the_archive() {
+    let bin_dir = Path::new(BIN).parent().unwrap();
+    if !bin_dir.join("hpc-merge").exists() {
+        eprintln!("skipped: hpc-merge is not built in {}", bin_dir.display());
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bin-wrappers/hpc-finalize");
+    let tmp = tempfile::tempdir().unwrap();
+    let spool = tmp.path().join("spool");
+    std::fs::create_dir_all(spool.join("42")).unwrap();
+    for (h, cores) in [("n1", 4.0), ("n2", 0.0)] {
+        let mut s = format!(
+            "{{\"kind\":\"meta\",\"job_id\":\"42\",\"host\":\"{h}\",\"start\":1700000000,\"interval_s\":10,\"req_cpus\":8,\"req_mem_mb\":4000,\"nnodes\":2,\"probe_version\":\"t\"}}\n"
+        );
+        for i in 1..=30 {
+            let t = 1_700_000_000 + i * 10;
+            s.push_str(&format!(
+                "{{\"kind\":\"sample\",\"t\":{t},\"host\":\"{h}\",\"job_id\":\"42\",\"rss_mb\":100,\"cpu_cores\":{cores}}}\n"
+            ));
+        }
+        std::fs::write(spool.join("42").join(format!("{h}.ndjson")), s).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let finalize = || {
+        Command::new("sh")
+            .arg(&script)
+            .args(["--no-sacct", "42"])
+            .env("PATH", &path)
+            .env("HPC_SIZER_SPOOL", &spool)
+            .output()
+            .unwrap()
+    };
+    let out = finalize();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let incoming = spool.join("incoming/42.ndjson");
+    let first = std::fs::read_to_string(&incoming).unwrap();
+    let recs: Vec<Value> = first
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        recs.iter().all(|r| r["kind"] != "sample"),
+        "no samples in the store file"
+    );
+    let job = recs
+        .iter()
+        .find(|r| r["kind"] == "summary" && r.get("host").is_none())
+        .unwrap();
+    let series = spool.join("archive/42.series.ndjson.gz");
+    assert_eq!(job["series"], series.to_str().unwrap());
+    assert!(job["not_evaluated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v == "oom_killed"));
+    assert!(has(&first, "mem_overrequest"), "{first}");
+    assert_eq!(job["idle_nodes"], serde_json::json!(["n2"]));
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&incoming).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // The archive holds the merged samples.
+    let gz = Command::new("gzip")
+        .arg("-dc")
+        .arg(&series)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(gz.stdout).unwrap();
+    assert_eq!(text.lines().count(), 30);
+    assert!(text.lines().all(|l| l.starts_with("{\"kind\":\"sample\"")));
+    // Twice gives the same files, and no temporary is left behind.
+    let gz1 = std::fs::read(&series).unwrap();
+    assert!(finalize().status.success());
+    assert_eq!(std::fs::read_to_string(&incoming).unwrap(), first);
+    assert_eq!(std::fs::read(&series).unwrap(), gz1);
+    assert_eq!(
+        std::fs::read_dir(spool.join("incoming")).unwrap().count(),
+        1
+    );
+    let leftovers = std::fs::read_dir(&spool)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('.')
+        })
+        .count();
+    assert_eq!(leftovers, 0);
+    // A job without node files fails.
+    let out = Command::new("sh")
+        .arg(&script)
+        .args(["--no-sacct", "43"])
+        .env("PATH", &path)
+        .env("HPC_SIZER_SPOOL", &spool)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        Command::new("sh")
+            .arg(&script)
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(2)
+    );
+}

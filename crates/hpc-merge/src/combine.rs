@@ -1,0 +1,644 @@
+//! Combining nodes: clock alignment, folding into the job-wide sums,
+//! writing the aggregate series and the summaries.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use hpc_core::record::{write_tagged, Summary};
+use hpc_core::Result;
+use serde_json::{Map, Value};
+
+use crate::bins::{
+    Aggregate, Kind, CACHE, CORES, CPI, CPU_SYS, CPU_USER, ENERGY, FIELDS, LMETA, LREAD, LWRITE,
+    NF, NUMA, POWER, READ_MB, READ_MBPS, RSS, WRITE_MB, WRITE_MBPS,
+};
+use crate::input::NodeData;
+use crate::Opts;
+
+/// Idle node threshold: mean busy cores below this share of its CPUs.
+const IDLE_SHARE: f64 = 0.05;
+/// ... or below this many cores.
+const IDLE_CORES: f64 = 0.05;
+
+/// What one node contributed, kept after its bins are dropped.
+pub(crate) struct NodeStat {
+    host: String,
+    has_samples: bool,
+    summary: Summary,
+    mean_cores: Option<f64>,
+    req_cpus: Option<u32>,
+    req_mem_mb: Option<f64>,
+    cpu_s: Option<f64>,
+    cpu_cumulative: bool,
+    totals: [Option<f64>; 7],
+    /// Sampling times after the clock shift.
+    t_min: f64,
+    t_max: f64,
+}
+
+/// Indexes into `NodeStat::totals`.
+const T_READ: usize = 0;
+const T_WRITE: usize = 1;
+const T_LREAD: usize = 2;
+const T_LWRITE: usize = 3;
+const T_ENERGY: usize = 4;
+const TOTAL_NAMES: [&str; 5] = [
+    "read_mb",
+    "write_mb",
+    "lustre_read_mb",
+    "lustre_write_mb",
+    "energy_j",
+];
+
+pub(crate) struct Combiner<'a> {
+    opts: &'a Opts,
+    step: f64,
+    origin: Option<f64>,
+    agg: Aggregate,
+    pending: Vec<NodeData>,
+    stats: Vec<NodeStat>,
+    max_median: f64,
+    meta_job_id: Option<String>,
+    sample_job_id: Option<String>,
+    meta_nnodes: Option<u32>,
+}
+
+fn round6(v: f64) -> f64 {
+    if v.abs() < 1e12 {
+        (v * 1e6).round() / 1e6
+    } else {
+        v
+    }
+}
+
+/// Appends a number, rounded to 6 decimals; whole numbers without a fraction.
+fn push_num(line: &mut String, v: f64) {
+    use std::fmt::Write as _;
+    let v = round6(v);
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        let _ = write!(line, "{}", v as i64);
+    } else {
+        line.push_str(ryu::Buffer::new().format_finite(v));
+    }
+}
+
+fn num(v: f64) -> Value {
+    serde_json::Number::from_f64(round6(v)).map_or(Value::Null, Value::Number)
+}
+
+/// Sums and counts of a node's held values, per field.
+struct Acc {
+    sum: [f64; NF],
+    n: [u64; NF],
+}
+
+impl Acc {
+    fn mean(&self, k: usize) -> Option<f64> {
+        (self.n[k] > 0).then(|| self.sum[k] / self.n[k] as f64)
+    }
+    fn total(&self, k: usize) -> Option<f64> {
+        (self.n[k] > 0).then_some(self.sum[k])
+    }
+}
+
+impl<'a> Combiner<'a> {
+    pub fn new(opts: &'a Opts, step: f64, origin: Option<f64>) -> Self {
+        Combiner {
+            opts,
+            step,
+            origin,
+            agg: Aggregate::new(),
+            pending: Vec::new(),
+            stats: Vec::new(),
+            max_median: 0.0,
+            meta_job_id: None,
+            sample_job_id: None,
+            meta_nnodes: None,
+        }
+    }
+
+    /// Takes a node that has been read completely.
+    pub fn add_node(&mut self, n: NodeData) {
+        self.note(&n);
+        if self.origin.is_some() {
+            self.fold(n);
+        } else {
+            self.pending.push(n);
+        }
+    }
+
+    /// Notes a node's job id and node count (before it is folded).
+    pub fn note(&mut self, n: &NodeData) {
+        if let Some(m) = &n.meta {
+            if self.meta_job_id.is_none() {
+                self.meta_job_id = m.job_id.clone();
+            }
+            if let Some(nn) = m.nnodes {
+                self.meta_nnodes = Some(self.meta_nnodes.unwrap_or(0).max(nn));
+            }
+        }
+        if self.sample_job_id.is_none() {
+            self.sample_job_id = n.sample_job_id.clone();
+        }
+    }
+
+    fn job_id(&self) -> String {
+        self.opts
+            .job_id
+            .clone()
+            .or_else(|| self.meta_job_id.clone())
+            .or_else(|| self.sample_job_id.clone())
+            .unwrap_or_default()
+    }
+
+    /// Adds one node's held series into the job-wide sums.
+    fn fold(&mut self, n: NodeData) {
+        let origin = self.origin.unwrap_or(0.0);
+        let (stat, median) = fold_node(self.opts, self.step, origin, &mut self.agg, n);
+        self.add_folded(stat, median);
+    }
+
+    /// Takes a node already folded (by a reader thread, into its own sums).
+    pub fn add_folded(&mut self, stat: NodeStat, median: f64) {
+        self.max_median = self.max_median.max(median);
+        self.stats.push(stat);
+    }
+
+    /// Adds a reader thread's sums.
+    pub fn merge_agg(&mut self, other: &Aggregate) {
+        self.agg.merge(other);
+    }
+
+    /// Folds what is left, writes the series and the summaries. Returns the
+    /// number of aggregate samples and of nodes with data.
+    pub fn finish(mut self, out: &mut impl Write) -> Result<(u64, usize)> {
+        if !self.pending.is_empty() {
+            let o = self
+                .pending
+                .iter()
+                .filter_map(|n| {
+                    n.meta
+                        .as_ref()
+                        .map(|m| m.start)
+                        .or((n.bins.samples > 0).then_some(n.bins.t_min))
+                })
+                .reduce(f64::min);
+            self.origin = Some(o.unwrap_or(0.0));
+            for n in std::mem::take(&mut self.pending) {
+                self.fold(n);
+            }
+        }
+        let job_id = self.job_id();
+        let job_json = serde_json::to_string(&job_id)?;
+        let k: i64 = if self.opts.grid.is_some() {
+            1
+        } else {
+            (self.max_median.round() as i64).max(1)
+        };
+        let grid_s = self.step * k as f64;
+        let alloc: Option<f64> = self.opts.cpus.map(f64::from).or_else(|| {
+            let s: u32 = self.stats.iter().filter_map(|n| n.req_cpus).sum();
+            (s > 0).then_some(s as f64)
+        });
+
+        // Job-wide statistics over the fine bins.
+        let mut peak_rss = f64::NAN;
+        let mut fine = Acc {
+            sum: [0.0; NF],
+            n: [0; NF],
+        };
+        let mut samples_out = 0u64;
+        let mut cb = Coarse::new();
+        let mut cur_ci: Option<i64> = None;
+        let mut line = String::with_capacity(512);
+        for i in 0..self.agg.len() {
+            let abs = self.agg.base() + i as i64;
+            let ci = abs.div_euclid(k);
+            if cur_ci != Some(ci) {
+                if let Some(c) = cur_ci {
+                    samples_out += cb.write(out, &mut line, c as f64 * grid_s, &job_json, alloc)?;
+                }
+                cb.reset();
+                cur_ci = Some(ci);
+            }
+            let (s, c) = self.agg.bin(i);
+            cb.add(s, c);
+            for f in 0..NF {
+                if c[f] == 0 {
+                    continue;
+                }
+                let v = if FIELDS[f].kind == Kind::Ratio {
+                    s[f] / c[f] as f64
+                } else {
+                    s[f]
+                };
+                fine.sum[f] += v;
+                fine.n[f] += 1;
+            }
+            if c[RSS] > 0 && (peak_rss.is_nan() || s[RSS] > peak_rss) {
+                peak_rss = s[RSS];
+            }
+        }
+        if let Some(c) = cur_ci {
+            samples_out += cb.write(out, &mut line, c as f64 * grid_s, &job_json, alloc)?;
+        }
+
+        let with_data: Vec<&NodeStat> = self.stats.iter().filter(|n| n.has_samples).collect();
+        if self.stats.is_empty() && self.opts.nodes.is_empty() && self.opts.expect_nodes.is_none() {
+            return Ok((samples_out, 0));
+        }
+        // Expected but missing nodes.
+        let mut present: Vec<String> = with_data.iter().map(|n| n.host.clone()).collect();
+        present.sort();
+        present.dedup();
+        let mut missing: Vec<String> = Vec::new();
+        if !self.opts.nodes.is_empty() {
+            missing.extend(
+                self.opts
+                    .nodes
+                    .iter()
+                    .filter(|n| !present.contains(n))
+                    .cloned(),
+            );
+        } else {
+            let mut silent: Vec<String> = self
+                .stats
+                .iter()
+                .filter(|n| !n.has_samples && !present.contains(&n.host))
+                .map(|n| n.host.clone())
+                .collect();
+            silent.sort();
+            silent.dedup();
+            missing.extend(silent);
+            if let Some(want) = self.opts.expect_nodes.or(self.meta_nnodes) {
+                let known = present.len() + missing.len();
+                for i in known..want as usize {
+                    missing.push(format!("unknown-{}", i + 1 - present.len()));
+                }
+            }
+        }
+
+        let mut extra = Map::new();
+        let mut by_node = Map::new();
+        for n in &with_data {
+            if let Some(p) = n.summary.peak_rss_mb {
+                by_node.insert(n.host.clone(), num(p));
+            }
+        }
+        if !by_node.is_empty() {
+            extra.insert("peak_rss_mb_by_node".into(), Value::Object(by_node));
+        }
+        for (ti, name) in TOTAL_NAMES.iter().enumerate() {
+            let vals: Vec<f64> = with_data.iter().filter_map(|n| n.totals[ti]).collect();
+            if !vals.is_empty() {
+                extra.insert((*name).into(), num(vals.iter().sum()));
+            }
+        }
+        for (name, f) in [
+            ("lustre_meta_ops", LMETA),
+            ("numa_miss_rate", NUMA),
+            ("cpi", CPI),
+            ("cache_miss_rate", CACHE),
+        ] {
+            if let Some(v) = fine.mean(f) {
+                extra.insert(name.into(), num(v));
+            }
+        }
+        // Node imbalance and idle nodes.
+        let means: Vec<f64> = with_data.iter().filter_map(|n| n.mean_cores).collect();
+        let node_cpu_cv = if means.is_empty() {
+            None
+        } else {
+            let m = means.iter().sum::<f64>() / means.len() as f64;
+            let var = means.iter().map(|x| (x - m).powi(2)).sum::<f64>() / means.len() as f64;
+            (m > 0.0).then(|| round6(var.sqrt() / m))
+        };
+        let idle: Vec<Value> = with_data
+            .iter()
+            .filter(|n| {
+                n.mean_cores.is_some_and(|c| {
+                    c < IDLE_CORES || n.req_cpus.is_some_and(|r| c < IDLE_SHARE * f64::from(r))
+                })
+            })
+            .map(|n| Value::from(n.host.clone()))
+            .collect();
+        if !means.is_empty() {
+            extra.insert("idle_nodes".into(), Value::Array(idle));
+        }
+        let cpu_vals: Vec<&NodeStat> = with_data
+            .iter()
+            .filter(|n| n.cpu_s.is_some())
+            .copied()
+            .collect();
+        let cpu_s =
+            (!cpu_vals.is_empty()).then(|| cpu_vals.iter().filter_map(|n| n.cpu_s).sum::<f64>());
+        if cpu_s.is_some() {
+            let cum = cpu_vals.iter().filter(|n| n.cpu_cumulative).count();
+            let src = match cum {
+                0 => "integral",
+                c if c == cpu_vals.len() => "cumulative",
+                _ => "mixed",
+            };
+            extra.insert("cpu_s_source".into(), src.into());
+        }
+        if let Some(a) = alloc {
+            extra.insert("req_cpus".into(), num(a));
+        }
+        let mems: Vec<f64> = with_data.iter().filter_map(|n| n.req_mem_mb).collect();
+        if !mems.is_empty() {
+            extra.insert("req_mem_mb".into(), num(mems.iter().sum()));
+        }
+        if let Some(want) = self.opts.expect_nodes.or(self.meta_nnodes) {
+            extra.insert("expected_nodes".into(), want.into());
+        } else if !self.opts.nodes.is_empty() {
+            extra.insert("expected_nodes".into(), self.opts.nodes.len().into());
+        }
+        extra.insert("grid_s".into(), num(grid_s));
+        extra.insert("samples".into(), samples_out.into());
+        let t0 = with_data.iter().map(|n| n.t_min).reduce(f64::min);
+        let t1 = with_data.iter().map(|n| n.t_max).reduce(f64::max);
+        let job = Summary {
+            job_id: job_id.clone(),
+            host: None,
+            duration_s: t0.zip(t1).map(|(a, b)| round6(b - a)),
+            peak_rss_mb: (!peak_rss.is_nan()).then(|| round6(peak_rss)),
+            mean_rss_mb: fine.mean(RSS).map(round6),
+            cpu_s: cpu_s.map(round6),
+            mean_cpu_cores: fine.mean(CORES).map(round6),
+            node_cpu_cv,
+            nodes: present,
+            missing_nodes: missing,
+            series: self.opts.series_path.clone(),
+            not_evaluated: Vec::new(),
+            extra,
+        };
+        write_tagged(out, "summary", &job)?;
+        let mut nodes: BTreeMap<String, Summary> = BTreeMap::new();
+        for n in self.stats.into_iter().filter(|n| n.has_samples) {
+            let mut s = n.summary;
+            s.job_id = job_id.clone();
+            nodes.insert(n.host, s);
+        }
+        let count = nodes.len();
+        for s in nodes.values() {
+            write_tagged(out, "summary", s)?;
+        }
+        Ok((samples_out, count))
+    }
+}
+
+/// One output grid point, gathered from the fine bins inside it.
+struct Coarse {
+    max: [f64; NF],
+    sum: [f64; NF],
+    n: [u32; NF],
+    /// Running totals of cumulative fields (never reset).
+    cum: [f64; NF],
+    cum_seen: [bool; NF],
+    any: bool,
+}
+
+impl Coarse {
+    fn new() -> Self {
+        Coarse {
+            max: [f64::NAN; NF],
+            sum: [0.0; NF],
+            n: [0; NF],
+            cum: [0.0; NF],
+            cum_seen: [false; NF],
+            any: false,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.max = [f64::NAN; NF];
+        self.sum = [0.0; NF];
+        self.n = [0; NF];
+        self.any = false;
+    }
+
+    fn add(&mut self, s: &[f64], c: &[u16]) {
+        for f in 0..NF {
+            if c[f] == 0 {
+                continue;
+            }
+            self.any = true;
+            match FIELDS[f].kind {
+                Kind::Level => {
+                    if self.max[f].is_nan() || s[f] > self.max[f] {
+                        self.max[f] = s[f];
+                    }
+                }
+                Kind::Rate => {
+                    self.sum[f] += s[f];
+                    self.n[f] += 1;
+                }
+                Kind::Ratio => {
+                    self.sum[f] += s[f] / c[f] as f64;
+                    self.n[f] += 1;
+                }
+                Kind::Cumulative => {
+                    self.cum[f] += s[f];
+                    self.cum_seen[f] = true;
+                }
+            }
+        }
+    }
+
+    /// Writes the grid point as one sample line; returns 1, or 0 when the
+    /// point has no data.
+    fn write(
+        &self,
+        out: &mut impl Write,
+        line: &mut String,
+        t: f64,
+        job: &str,
+        alloc: Option<f64>,
+    ) -> Result<u64> {
+        if !self.any {
+            return Ok(0);
+        }
+        line.clear();
+        line.push_str("{\"kind\":\"sample\",\"t\":");
+        push_num(line, t);
+        line.push_str(",\"job_id\":");
+        line.push_str(job);
+        let mut cores = f64::NAN;
+        for (f, fd) in FIELDS.iter().enumerate() {
+            let v = match fd.kind {
+                Kind::Level => self.max[f],
+                Kind::Rate | Kind::Ratio if self.n[f] > 0 => self.sum[f] / self.n[f] as f64,
+                Kind::Rate | Kind::Ratio => f64::NAN,
+                Kind::Cumulative if self.cum_seen[f] => self.cum[f],
+                Kind::Cumulative => f64::NAN,
+            };
+            if v.is_nan() {
+                continue;
+            }
+            if f == CORES {
+                cores = v;
+            }
+            line.push_str(",\"");
+            line.push_str(fd.name);
+            line.push_str("\":");
+            push_num(line, v);
+        }
+        if let (false, Some(a)) = (cores.is_nan(), alloc) {
+            line.push_str(",\"cpu_frac\":");
+            push_num(line, cores / a);
+        }
+        line.push_str("}\n");
+        out.write_all(line.as_bytes())?;
+        Ok(1)
+    }
+}
+
+/// Adds one node's held series into `agg` (clock alignment against the
+/// job's earliest start `origin`); returns what the node contributed and its
+/// sampling interval.
+pub(crate) fn fold_node(
+    opts: &Opts,
+    step: f64,
+    origin: f64,
+    agg: &mut Aggregate,
+    n: NodeData,
+) -> (NodeStat, f64) {
+    let meta = n.meta.as_ref();
+    let req_cpus = meta.and_then(|m| m.req_cpus);
+    let req_mem_mb = meta.and_then(|m| m.req_mem_mb);
+    let b = &n.bins;
+    if b.samples == 0 {
+        return (
+            NodeStat {
+                host: n.host,
+                has_samples: false,
+                summary: Summary::default(),
+                mean_cores: None,
+                req_cpus,
+                req_mem_mb,
+                cpu_s: None,
+                cpu_cumulative: false,
+                totals: [None; 7],
+                t_min: f64::NAN,
+                t_max: f64::NAN,
+            },
+            0.0,
+        );
+    }
+    let median = b.median_interval();
+    let interval = median
+        .or_else(|| meta.map(|m| m.interval_s))
+        .filter(|i| i.is_finite() && *i > 0.0)
+        .unwrap_or(step);
+    let grid_interval = median.unwrap_or(interval);
+    let hold_s = opts.max_gap * interval.max(step);
+    // Clock skew: the node's own start against the job's earliest.
+    let own_start = meta.map(|m| m.start).unwrap_or(b.t_min);
+    let offset = own_start - origin;
+    let threshold = opts.grid.unwrap_or(interval.max(1.0));
+    let shift_bins = if offset.abs() > threshold {
+        (-offset / step).round() as i64
+    } else {
+        0
+    };
+    let shift_s = shift_bins as f64 * step;
+    let first = b.base() + shift_bins;
+    let len = b.len() as i64;
+    agg.cover(first, first + len - 1);
+    let mut acc = Acc {
+        sum: [0.0; NF],
+        n: [0; NF],
+    };
+    b.walk(hold_s, |i, v| {
+        agg.add(first + i as i64, v);
+        for (k, x) in v.iter().enumerate() {
+            if !x.is_nan() {
+                acc.sum[k] += x;
+                acc.n[k] += 1;
+            }
+        }
+    });
+    let integral = |k: usize| acc.total(k).map(|s| s * step);
+    let cum_cpu = match (acc.total(CPU_USER), acc.total(CPU_SYS)) {
+        (None, None) => None,
+        (u, s) => Some(u.unwrap_or(0.0) + s.unwrap_or(0.0)),
+    };
+    let (cpu_s, cpu_cumulative) = match cum_cpu {
+        Some(c) => (Some(c), true),
+        None => (integral(CORES), false),
+    };
+    let mut totals = [None; 7];
+    totals[T_READ] = acc.total(READ_MB).or_else(|| integral(READ_MBPS));
+    totals[T_WRITE] = acc.total(WRITE_MB).or_else(|| integral(WRITE_MBPS));
+    totals[T_LREAD] = integral(LREAD);
+    totals[T_LWRITE] = integral(LWRITE);
+    totals[T_ENERGY] = acc.total(ENERGY).or_else(|| integral(POWER));
+    let mean_cores = acc.mean(CORES);
+    let mut extra = Map::new();
+    for (name, v) in TOTAL_NAMES.iter().zip(totals) {
+        if let Some(v) = v {
+            extra.insert((*name).into(), num(v));
+        }
+    }
+    for (name, k) in [
+        ("lustre_meta_ops", LMETA),
+        ("numa_miss_rate", NUMA),
+        ("cpi", CPI),
+        ("cache_miss_rate", CACHE),
+    ] {
+        if let Some(v) = acc.mean(k) {
+            extra.insert(name.into(), num(v));
+        }
+    }
+    if cpu_s.is_some() {
+        let src = if cpu_cumulative {
+            "cumulative"
+        } else {
+            "integral"
+        };
+        extra.insert("cpu_s_source".into(), src.into());
+    }
+    if let Some(r) = req_cpus {
+        extra.insert("req_cpus".into(), r.into());
+    }
+    if let Some(r) = req_mem_mb {
+        extra.insert("req_mem_mb".into(), num(r));
+    }
+    extra.insert("interval_s".into(), num(interval));
+    extra.insert("samples".into(), b.samples.into());
+    if b.duplicates > 0 {
+        extra.insert("duplicates".into(), b.duplicates.into());
+    }
+    if shift_bins != 0 {
+        extra.insert("clock_shift_s".into(), num(shift_s));
+    }
+    let summary = Summary {
+        job_id: String::new(),
+        host: Some(n.host.clone()),
+        duration_s: Some(round6(b.t_max - b.t_min)),
+        peak_rss_mb: (!b.peak_rss.is_nan()).then(|| round6(b.peak_rss)),
+        mean_rss_mb: acc.mean(RSS).map(round6),
+        cpu_s: cpu_s.map(round6),
+        mean_cpu_cores: mean_cores.map(round6),
+        extra,
+        ..Default::default()
+    };
+    let (t_min, t_max) = (b.t_min + shift_s, b.t_max + shift_s);
+    n.bins.recycle();
+    (
+        NodeStat {
+            host: n.host,
+            has_samples: true,
+            summary,
+            mean_cores,
+            req_cpus,
+            req_mem_mb,
+            cpu_s,
+            cpu_cumulative,
+            totals,
+            t_min,
+            t_max,
+        },
+        grid_interval,
+    )
+}

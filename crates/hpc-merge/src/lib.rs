@@ -1,0 +1,387 @@
+//! hpc-merge: joins the per-node sample files of one job into one aggregate
+//! sample series on a common time grid, a job-wide summary with node
+//! imbalance, and one summary per node.
+//!
+//! - [`Args`] is what argh parses; [`Opts`] is the checked form `run` takes.
+//! - [`run`] reads the inputs (files, folders of `*.ndjson`, or stdin; or
+//!   sh5util CSV), bins every node's samples on the grid as they stream
+//!   (files in parallel, each read once), combines the nodes and writes
+//!   NDJSON.
+//!
+//! Memory follows the length of the grid, not the number of samples: a
+//! node's raw samples are never kept, only its bins, and a finished node is
+//! folded into the job-wide sums and dropped.
+
+mod bins;
+mod combine;
+mod fast;
+mod input;
+mod sh5util;
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+use argh::FromArgs;
+use hpc_core::ndjson::Rejects;
+use hpc_core::{Error, Result};
+
+use crate::combine::Combiner;
+use crate::input::StreamResult;
+
+/// Merge per-node hpc-probe sample files into one job series and summaries.
+#[derive(FromArgs, Debug)]
+#[argh(
+    example = "hpc-merge spool/42/*.ndjson > job42.ndjson",
+    example = "hpc-merge --nodes n1,n2,n3 spool/42 | hpc-flags | hpc-store put",
+    example = "hpc-merge --from sh5util --step 0 --job-id 17 extract_17_tasks_ts.csv",
+    note = "Exit status: 0 ok, 1 bad data or failure, 2 usage error. See hpc-merge(1)."
+)]
+pub struct Args {
+    /// grid step in seconds (default: the largest median sampling interval
+    /// among nodes, rounded, at least 1)
+    #[argh(option)]
+    pub grid: Option<f64>,
+    /// hold a node's last value over gaps of at most this many of its
+    /// sampling intervals (default 3)
+    #[argh(option, default = "3.0")]
+    pub max_gap: f64,
+    /// allocated CPUs of the whole job, for cpu_frac (default: the sum of
+    /// the metas' req_cpus)
+    #[argh(option)]
+    pub cpus: Option<u32>,
+    /// the expected nodes, comma-separated (missing ones are reported)
+    #[argh(option)]
+    pub nodes: Option<String>,
+    /// the expected number of nodes (default: the metas' nnodes)
+    #[argh(option)]
+    pub expect_nodes: Option<u32>,
+    /// the job id to write (default: the metas', else the samples')
+    #[argh(option)]
+    pub job_id: Option<String>,
+    /// where the merged series is kept, written into the summary's series
+    #[argh(option)]
+    pub series_path: Option<String>,
+    /// input format: ndjson (default) or sh5util
+    #[argh(option, default = "String::from(\"ndjson\")")]
+    pub from: String,
+    /// with --from sh5util: only this step (`0`, `17.0`, `batch`)
+    #[argh(option)]
+    pub step: Option<String>,
+    /// reader threads (default: the number of CPUs, at most the files)
+    #[argh(option)]
+    pub threads: Option<usize>,
+    /// node files, folders of *.ndjson files, or - for stdin (default)
+    #[argh(positional)]
+    pub inputs: Vec<String>,
+}
+
+/// Input formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// hpc-probe NDJSON.
+    Ndjson,
+    /// `sh5util -E --series=Tasks --level=Node:TimeSeries` CSV.
+    Sh5util,
+}
+
+/// The checked options.
+#[derive(Debug, Clone)]
+pub struct Opts {
+    /// Fixed grid step, seconds.
+    pub grid: Option<f64>,
+    /// Longest gap (in sampling intervals) a value is held over.
+    pub max_gap: f64,
+    /// Allocated CPUs of the job.
+    pub cpus: Option<u32>,
+    /// Expected node names.
+    pub nodes: Vec<String>,
+    /// Expected node count.
+    pub expect_nodes: Option<u32>,
+    /// Job id override.
+    pub job_id: Option<String>,
+    /// The summary's `series`.
+    pub series_path: Option<String>,
+    /// Input format.
+    pub from: Format,
+    /// sh5util step filter.
+    pub step: Option<String>,
+    /// Reader threads.
+    pub threads: usize,
+    /// Input files (expanded from folders); empty means stdin.
+    pub inputs: Vec<String>,
+}
+
+impl Opts {
+    /// Checks `args` and expands folders into their `*.ndjson` files.
+    pub fn from_args(args: Args) -> Result<Opts> {
+        if let Some(g) = args.grid {
+            if !(g.is_finite() && g > 0.0) {
+                return Err(Error::Usage(format!(
+                    "--grid {g}: must be a positive number of seconds"
+                )));
+            }
+        }
+        if !(args.max_gap.is_finite() && args.max_gap >= 0.0) {
+            return Err(Error::Usage(format!(
+                "--max-gap {}: must be 0 or more",
+                args.max_gap
+            )));
+        }
+        if args.cpus == Some(0) {
+            return Err(Error::Usage("--cpus 0: must be at least 1".into()));
+        }
+        let from = match args.from.as_str() {
+            "ndjson" => Format::Ndjson,
+            "sh5util" => Format::Sh5util,
+            other => {
+                return Err(Error::Usage(format!(
+                    "--from {other}: expected ndjson or sh5util"
+                )))
+            }
+        };
+        if args.step.is_some() && from != Format::Sh5util {
+            return Err(Error::Usage("--step goes with --from sh5util".into()));
+        }
+        let nodes: Vec<String> = args
+            .nodes
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let mut inputs = Vec::new();
+        for i in &args.inputs {
+            let p = Path::new(i);
+            if i != "-" && p.is_dir() {
+                let mut found: Vec<String> = std::fs::read_dir(p)
+                    .map_err(|source| Error::Io {
+                        context: format!("cannot list {i}"),
+                        source,
+                    })?
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "ndjson"))
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .collect();
+                found.sort();
+                inputs.extend(found);
+            } else {
+                inputs.push(i.clone());
+            }
+        }
+        if inputs.iter().filter(|i| *i == "-").count() > 1 {
+            return Err(Error::Usage("stdin (-) given twice".into()));
+        }
+        let cpus = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let threads = args.threads.unwrap_or(cpus).max(1);
+        Ok(Opts {
+            grid: args.grid,
+            max_gap: args.max_gap,
+            cpus: args.cpus,
+            nodes,
+            expect_nodes: args.expect_nodes,
+            job_id: args.job_id,
+            series_path: args.series_path,
+            from,
+            step: args.step,
+            threads,
+            inputs,
+        })
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Stats {
+    /// Input lines read.
+    pub lines: u64,
+    /// Lines rejected.
+    pub rejected: u64,
+    /// Aggregate samples written.
+    pub samples_out: u64,
+    /// Nodes merged.
+    pub nodes: usize,
+}
+
+/// Reads one input: `stdin` when `name` is `-`.
+fn read_one(
+    opts: &Opts,
+    index: usize,
+    name: &str,
+    stdin: &mut dyn BufRead,
+    step: f64,
+) -> Result<StreamResult> {
+    let open = |name: &str| hpc_core::ndjson::open_input(name);
+    match (opts.from, name) {
+        (Format::Ndjson, "-") => input::read_stream(index, name, stdin, step),
+        (Format::Ndjson, _) => input::read_stream(index, name, open(name)?, step),
+        (Format::Sh5util, "-") => {
+            sh5util::read_sh5util(index, name, stdin, step, opts.step.as_deref())
+        }
+        (Format::Sh5util, _) => {
+            sh5util::read_sh5util(index, name, open(name)?, step, opts.step.as_deref())
+        }
+    }
+}
+
+/// Merges the inputs named in `opts` (or `stdin`) and writes the aggregate
+/// samples, pass-through records and summaries to `out`.
+pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stats> {
+    // The bin step: the grid when given, else 1 s (coarsened at the end).
+    let step = opts.grid.unwrap_or(1.0);
+    let names: Vec<String> = if opts.inputs.is_empty() {
+        vec!["-".into()]
+    } else {
+        opts.inputs.clone()
+    };
+    // The job's earliest start is known up front when every input opens
+    // with a meta; then nodes are folded as soon as they are read.
+    let starts: Vec<Option<f64>> = names
+        .iter()
+        .map(|n| match (opts.from, n.as_str()) {
+            (Format::Ndjson, "-") | (Format::Sh5util, _) => None,
+            _ => input::peek_meta_start(n),
+        })
+        .collect();
+    let origin = if starts.iter().all(Option::is_some) {
+        starts.iter().flatten().copied().reduce(f64::min)
+    } else {
+        None
+    };
+    let mut comb = Combiner::new(opts, step, origin);
+    let mut passthrough: Vec<(usize, Vec<String>)> = Vec::new();
+    let (mut lines, mut rejected) = (0u64, 0u64);
+    let mut take = |r: StreamResult, comb: &mut Combiner| {
+        lines += r.lines;
+        rejected += r.rejected;
+        if !r.passthrough.is_empty() {
+            passthrough.push((r.index, r.passthrough));
+        }
+        for n in r.nodes {
+            comb.add_node(n);
+        }
+    };
+    let threads = opts.threads.min(names.len()).max(1);
+    if threads == 1 || names.iter().any(|n| n == "-") {
+        for (i, n) in names.iter().enumerate() {
+            let r = read_one(opts, i, n, &mut stdin, step)?;
+            take(r, &mut comb);
+        }
+    } else {
+        // Each reader thread folds its nodes into its own sums when the
+        // job's start is known (every file opens with a meta); the sums are
+        // added up at the end.
+        enum Msg {
+            Read(StreamResult, Vec<(combine::NodeStat, f64)>),
+            Sums(bins::Aggregate),
+            Failed(Error),
+        }
+        let next = AtomicUsize::new(0);
+        let (tx, rx) = mpsc::sync_channel::<Msg>(0);
+        std::thread::scope(|s| -> Result<()> {
+            for _ in 0..threads {
+                let tx = tx.clone();
+                let (next, names) = (&next, &names);
+                s.spawn(move || {
+                    let mut sums = bins::Aggregate::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= names.len() {
+                            break;
+                        }
+                        let mut none = std::io::empty();
+                        let msg = match read_one(opts, i, &names[i], &mut none, step) {
+                            Ok(mut r) => match origin {
+                                Some(o) => {
+                                    let mut folded = Vec::new();
+                                    for n in std::mem::take(&mut r.nodes) {
+                                        // Keep the metas for the job id and node count.
+                                        let info = input::NodeData {
+                                            host: String::new(),
+                                            bins: bins::NodeBins::new(step),
+                                            meta: n.meta.clone(),
+                                            sample_job_id: n.sample_job_id.clone(),
+                                        };
+                                        r.nodes.push(info);
+                                        folded
+                                            .push(combine::fold_node(opts, step, o, &mut sums, n));
+                                    }
+                                    Msg::Read(r, folded)
+                                }
+                                None => Msg::Read(r, Vec::new()),
+                            },
+                            Err(e) => Msg::Failed(e),
+                        };
+                        let failed = matches!(msg, Msg::Failed(_));
+                        if tx.send(msg).is_err() || failed {
+                            return;
+                        }
+                    }
+                    let _ = tx.send(Msg::Sums(sums));
+                });
+            }
+            drop(tx);
+            let mut first_err = None;
+            for msg in rx {
+                match msg {
+                    Msg::Read(r, folded) if !folded.is_empty() => {
+                        for n in &r.nodes {
+                            comb.note(n);
+                        }
+                        for (stat, median) in folded {
+                            comb.add_folded(stat, median);
+                        }
+                        take(
+                            StreamResult {
+                                nodes: Vec::new(),
+                                ..r
+                            },
+                            &mut comb,
+                        );
+                    }
+                    Msg::Read(r, _) => take(r, &mut comb),
+                    Msg::Sums(a) => comb.merge_agg(&a),
+                    Msg::Failed(e) => {
+                        // Stop handing out files; keep the first error.
+                        next.store(usize::MAX / 2, Ordering::Relaxed);
+                        first_err.get_or_insert(e);
+                    }
+                }
+            }
+            first_err.map_or(Ok(()), Err)
+        })?;
+    }
+    passthrough.sort_by_key(|(i, _)| *i);
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    for (_, ls) in &passthrough {
+        for l in ls {
+            out.write_all(l.as_bytes())?;
+            out.write_all(b"\n")?;
+        }
+    }
+    let (samples_out, nodes) = comb.finish(&mut out)?;
+    out.flush()?;
+    let mut rej = Rejects::new("hpc-merge");
+    rej.rejected = rejected;
+    rej.finish(lines)?;
+    Ok(Stats {
+        lines,
+        rejected,
+        samples_out,
+        nodes,
+    })
+}
+
+/// The whole tool: parse-checked arguments, stdin, stdout.
+pub fn main_with(args: Args) -> Result<Stats> {
+    let opts = Opts::from_args(args)?;
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    run(&opts, stdin.lock(), stdout.lock())
+}

@@ -1,0 +1,427 @@
+//! hpc-merge through its binary: sh5util against sacct, skewed clocks and a
+//! truncated file, missing nodes, pass-through, bad input, a closed pipe.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hpc-merge");
+const T0: f64 = 1_700_000_000.0;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/hpc-merge")
+        .join(name)
+}
+
+/// Runs the binary; returns (code, stdout, stderr).
+fn cli(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sin = child.stdin.take().unwrap();
+    let data = stdin.to_owned();
+    let w = std::thread::spawn(move || {
+        let _ = sin.write_all(data.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    w.join().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn records(out: &str) -> Vec<Value> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn job_summary(out: &str) -> Value {
+    records(out)
+        .into_iter()
+        .find(|v| v["kind"] == "summary" && v.get("host").is_none())
+        .expect("a job-wide summary")
+}
+
+fn f(v: &Value, k: &str) -> f64 {
+    v[k].as_f64()
+        .unwrap_or_else(|| panic!("{k} missing in {v}"))
+}
+
+/// The lines of one node's file: a meta, then `n` samples `dt` apart on a
+/// clock `skew` seconds off. RSS rises to a peak mid-run and falls back.
+fn node_lines(host: &str, skew: f64, n: usize, dt: f64, cores: f64, rss: f64) -> Vec<String> {
+    let start = T0 + skew;
+    let mut v = vec![format!(
+        "{{\"kind\":\"meta\",\"job_id\":\"42\",\"host\":\"{host}\",\"start\":{start},\"interval_s\":{dt},\"req_cpus\":8,\"req_mem_mb\":4000,\"nnodes\":3,\"probe_version\":\"test\"}}"
+    )];
+    let mut cpu = 0.0;
+    for i in 0..n {
+        let t = start + (i + 1) as f64 * dt;
+        let x = i as f64 / n as f64;
+        let r = rss * (1.0 + (1.0 - (2.0 * x - 1.0).abs()));
+        let c = cores + 0.1 * (i % 3) as f64;
+        cpu += c * dt;
+        v.push(format!(
+            "{{\"kind\":\"sample\",\"t\":{t},\"host\":\"{host}\",\"job_id\":\"42\",\"rss_mb\":{r},\"cpu_cores\":{c},\"cpu_user_s\":{cpu},\"read_mbps\":2.0,\"lustre_meta_ops\":3.0}}"
+        ));
+    }
+    v
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn sh5util_peak_equals_sacct_maxrss_of_step_17_0() {
+    let (code, out, err) = cli(
+        &[
+            "--from",
+            "sh5util",
+            "--step",
+            "0",
+            "--job-id",
+            "17",
+            fixture("extract_17_tasks_ts.csv").to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    // sacct's MaxRSS for 17.0, from the real sacct output.
+    let header = std::fs::read_to_string(fixture("sacct_real_header.txt")).unwrap();
+    let col = header
+        .trim()
+        .split('|')
+        .position(|c| c == "MaxRSS")
+        .unwrap();
+    let steps = std::fs::read_to_string(fixture("sacct_real_steps.txt")).unwrap();
+    let line = steps.lines().find(|l| l.starts_with("17.0|")).unwrap();
+    let maxrss = line.split('|').nth(col).unwrap();
+    assert_eq!(maxrss, "341216K");
+    let kib: f64 = maxrss.trim_end_matches('K').parse().unwrap();
+    let s = job_summary(&out);
+    assert!((f(&s, "peak_rss_mb") - kib / 1024.0).abs() < 1e-6, "{s}");
+    assert!((f(&s, "peak_rss_mb") - 333.2).abs() < 0.05);
+    assert_eq!(s["job_id"], "17");
+    // The series: one sample a second, with the job id and no host.
+    let samples: Vec<Value> = records(&out)
+        .into_iter()
+        .filter(|v| v["kind"] == "sample")
+        .collect();
+    assert_eq!(samples.len(), 10);
+    assert!(samples
+        .iter()
+        .all(|v| v["job_id"] == "17" && v.get("host").is_none()));
+}
+
+#[test]
+fn sh5util_without_a_step_sums_the_steps() {
+    let (code, out, _) = cli(
+        &[
+            "--from",
+            "sh5util",
+            fixture("extract_17_tasks_ts.csv").to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(code, 0);
+    let s = job_summary(&out);
+    assert!(
+        (f(&s, "peak_rss_mb") - (341216.0 + 10920.0) / 1024.0).abs() < 1e-6,
+        "{s}"
+    );
+}
+
+#[test]
+fn skewed_clocks_and_a_truncated_file_give_the_clean_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 200;
+    let dt = 5.0;
+    let clean_dir = dir.path().join("clean");
+    let skew_dir = dir.path().join("skew");
+    std::fs::create_dir_all(&clean_dir).unwrap();
+    std::fs::create_dir_all(&skew_dir).unwrap();
+    let specs = [
+        ("n1", 37.0, 4.0, 1000.0),
+        ("n2", -20.0, 2.0, 500.0),
+        ("n3", 3.0, 6.0, 2000.0),
+    ];
+    for (host, skew, cores, rss) in specs {
+        let clean = node_lines(host, 0.0, n, dt, cores, rss).join("\n") + "\n";
+        write(&clean_dir, &format!("{host}.ndjson"), &clean);
+        let mut lines = node_lines(host, skew, n, dt, cores, rss);
+        if host == "n1" {
+            // Out of order, with a duplicate, and cut mid-line at the end.
+            lines[1..].reverse();
+            let dup = lines[5].clone();
+            lines.insert(9, dup);
+            let last = lines.pop().unwrap();
+            lines.push(last[..last.len() / 2].to_string());
+        }
+        let mut text = lines.join("\n");
+        if host != "n1" {
+            text.push('\n');
+        }
+        write(&skew_dir, &format!("{host}.ndjson"), &text);
+    }
+    let (code, clean, err) = cli(&[clean_dir.to_str().unwrap()], "");
+    assert_eq!(code, 0, "{err}");
+    let (code, skewed, err) = cli(&[skew_dir.to_str().unwrap()], "");
+    assert_eq!(code, 0, "a truncated last line is a warning: {err}");
+    assert!(err.contains("truncated"), "{err}");
+    let (a, b) = (job_summary(&clean), job_summary(&skewed));
+    assert_eq!(a["nodes"], b["nodes"]);
+    assert_eq!(f(&a, "grid_s"), dt);
+    assert!(
+        (f(&a, "duration_s") - f(&b, "duration_s")).abs() <= dt,
+        "{a}\n{b}"
+    );
+    let rel = |k: &str, tol: f64| {
+        let (x, y) = (f(&a, k), f(&b, k));
+        assert!(
+            (x - y).abs() <= tol * x.abs().max(1e-9),
+            "{k}: clean {x}, skewed {y}"
+        );
+    };
+    rel("peak_rss_mb", 0.01);
+    rel("mean_rss_mb", 0.02);
+    rel("mean_cpu_cores", 0.02);
+    rel("node_cpu_cv", 0.02);
+    rel("lustre_meta_ops", 0.02);
+    // cpu_s: within one interval of the busiest node.
+    assert!(
+        (f(&a, "cpu_s") - f(&b, "cpu_s")).abs() <= 6.3 * dt,
+        "{a}\n{b}"
+    );
+    assert_eq!(a["cpu_s_source"], "cumulative");
+    let shifted: Vec<Value> = records(&skewed)
+        .into_iter()
+        .filter(|v| v["kind"] == "summary" && v.get("clock_shift_s").is_some())
+        .collect();
+    assert!(!shifted.is_empty(), "a node was shifted: {skewed}");
+    // Per-node peaks and the duplicate.
+    assert_eq!(b["peak_rss_mb_by_node"].as_object().unwrap().len(), 3);
+    assert!(skewed.contains("\"duplicates\":1"), "{skewed}");
+}
+
+#[test]
+fn missing_idle_and_imbalanced_nodes_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (host, cores) in [("n1", 4.0), ("n2", 4.0), ("n3", 0.0)] {
+        let mut lines = node_lines(host, 0.0, 50, 1.0, cores, 100.0);
+        // Flat busy cores so the CV is exact.
+        for l in lines.iter_mut().skip(1) {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let mut m = v.as_object().unwrap().clone();
+            m.insert("cpu_cores".into(), cores.into());
+            m.remove("cpu_user_s");
+            *l = Value::Object(m).to_string();
+        }
+        files.push(write(
+            dir.path(),
+            &format!("{host}.ndjson"),
+            &(lines.join("\n") + "\n"),
+        ));
+    }
+    let mut args: Vec<&str> = vec![
+        "--nodes",
+        "n1,n2,n3,n4",
+        "--series-path",
+        "/x/42.series.ndjson.gz",
+    ];
+    args.extend(files.iter().map(String::as_str));
+    let (code, out, err) = cli(&args, "");
+    assert_eq!(code, 0, "{err}");
+    let s = job_summary(&out);
+    assert_eq!(s["missing_nodes"], serde_json::json!(["n4"]));
+    assert_eq!(s["idle_nodes"], serde_json::json!(["n3"]));
+    assert_eq!(s["series"], "/x/42.series.ndjson.gz");
+    assert!(
+        (f(&s, "node_cpu_cv") - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-3,
+        "{s}"
+    );
+    assert_eq!(f(&s, "req_cpus"), 24.0);
+    // cpu_frac = busy cores / allocated CPUs.
+    let sample = records(&out)
+        .into_iter()
+        .find(|v| v["kind"] == "sample")
+        .unwrap();
+    assert!(
+        (f(&sample, "cpu_frac") - 8.0 / 24.0).abs() < 1e-6,
+        "{sample}"
+    );
+    assert_eq!(s["cpu_s_source"], "integral");
+    // Without names, the metas' nnodes (3) or --expect-nodes count them.
+    let mut args = vec!["--expect-nodes", "4"];
+    args.extend(files.iter().map(String::as_str));
+    let (_, out, _) = cli(&args, "");
+    assert_eq!(
+        job_summary(&out)["missing_nodes"],
+        serde_json::json!(["unknown-1"])
+    );
+    let (_, out, _) = cli(
+        &files[..2].iter().map(String::as_str).collect::<Vec<_>>(),
+        "",
+    );
+    assert_eq!(
+        job_summary(&out)["missing_nodes"],
+        serde_json::json!(["unknown-1"])
+    );
+}
+
+#[test]
+fn a_gap_longer_than_max_gap_is_not_bridged() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = node_lines("a", 0.0, 100, 1.0, 1.0, 100.0);
+    // b loses samples 30..70: a 40 s gap at 1 s sampling.
+    let b: Vec<String> = node_lines("b", 0.0, 100, 1.0, 1.0, 100.0)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !(31..71).contains(i))
+        .map(|(_, l)| l)
+        .collect();
+    let fa = write(dir.path(), "a.ndjson", &(a.join("\n") + "\n"));
+    let fb = write(dir.path(), "b.ndjson", &(b.join("\n") + "\n"));
+    let (code, out, err) = cli(&[&fa, &fb], "");
+    assert_eq!(code, 0, "{err}");
+    let at = |t: f64| {
+        records(&out)
+            .into_iter()
+            .find(|v| v["kind"] == "sample" && v["t"].as_f64() == Some(t))
+            .unwrap()
+    };
+    // Mid-gap only node a counts; just after the gap starts, b is held.
+    assert!(
+        (f(&at(T0 + 50.0), "cpu_cores") - 1.1).abs() < 0.25,
+        "{}",
+        at(T0 + 50.0)
+    );
+    assert!(f(&at(T0 + 31.0), "cpu_cores") > 1.9);
+}
+
+#[test]
+fn job_records_and_other_kinds_pass_through() {
+    let job = r#"{"kind":"job","cluster":"c","job_id":"42","job_id_raw":"42","state":"COMPLETED","is_final":true}"#;
+    let mut lines = node_lines("n1", 0.0, 10, 1.0, 1.0, 10.0);
+    lines.insert(1, job.to_string());
+    let (code, out, err) = cli(&["-"], &(lines.join("\n") + "\n"));
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().next().unwrap(), job);
+    assert!(!out.contains("\"kind\":\"meta\""), "metas are consumed");
+}
+
+#[test]
+fn malformed_lines_are_reported_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = node_lines("n1", 0.0, 10, 1.0, 1.0, 10.0);
+    lines.insert(2, "{not json".into());
+    lines.insert(4, r#"{"kind":"sample","rss_mb":1}"#.into());
+    let p = write(dir.path(), "n1.ndjson", &(lines.join("\n") + "\n"));
+    let (code, out, err) = cli(&[&p], "");
+    assert_eq!(code, 1);
+    assert!(err.contains("n1.ndjson: line 3: not a record"), "{err}");
+    assert!(err.contains("n1.ndjson: line 5: sample without t"), "{err}");
+    assert!(err.contains("2 of 13 input lines rejected"), "{err}");
+    assert!(
+        job_summary(&out)["peak_rss_mb"].is_number(),
+        "good lines still count"
+    );
+}
+
+#[test]
+fn empty_input_gives_no_output() {
+    let (code, out, err) = cli(&[], "");
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
+}
+
+#[test]
+fn bad_options_are_usage_errors() {
+    assert_eq!(cli(&["--grid", "0"], "").0, 2);
+    assert_eq!(cli(&["--from", "xml"], "").0, 2);
+    assert_eq!(cli(&["--step", "0"], "").0, 2);
+    assert_eq!(cli(&["--nope"], "").0, 2);
+}
+
+#[test]
+fn a_fixed_grid_puts_samples_on_its_multiples() {
+    let lines = node_lines("n1", 0.0, 100, 1.0, 1.0, 10.0);
+    let (code, out, _) = cli(&["--grid", "10"], &(lines.join("\n") + "\n"));
+    assert_eq!(code, 0);
+    let ts: Vec<f64> = records(&out)
+        .into_iter()
+        .filter(|v| v["kind"] == "sample")
+        .map(|v| f(&v, "t"))
+        .collect();
+    assert_eq!(ts.len(), 11);
+    assert!(ts.iter().all(|t| t % 10.0 == 0.0));
+}
+
+#[test]
+fn help_lists_the_options() {
+    let (code, out, _) = cli(&["--help"], "");
+    assert_eq!(code, 0);
+    assert!(out.contains("--grid") && out.contains("--max-gap"), "{out}");
+}
+
+#[test]
+fn every_long_flag_in_help_is_in_the_man_page() {
+    let (_, help, _) = cli(&["--help"], "");
+    let man = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../man/hpc-merge.1"
+    ))
+    .unwrap()
+    .replace("\\-", "-");
+    let mut n = 0;
+    for word in help.split_whitespace() {
+        let w = word.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-');
+        if w.starts_with("--") && w.len() > 2 {
+            n += 1;
+            assert!(
+                man.contains(w) || man.contains(&format!("Fl -{}", &w[2..])),
+                "{w} is not in man/hpc-merge.1"
+            );
+        }
+    }
+    assert!(n >= 10);
+}
+
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = node_lines("n1", 0.0, 60_000, 1.0, 1.0, 10.0);
+    let p = write(dir.path(), "n1.ndjson", &(lines.join("\n") + "\n"));
+    let mut child = Command::new(BIN)
+        .arg(&p)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.starts_with("{\"kind\":\"sample\""));
+    drop(stdout);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0), "{err}");
+    assert_eq!(err, "");
+}

@@ -1,0 +1,496 @@
+//! Finding a SLURM job's cgroup (v1, v1 with co-mounted controllers, v2)
+//! and reading its process list and counters.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::parse;
+
+/// One line of `/proc/PID/cgroup`: `hierarchy-id:controllers:path`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgLine<'a> {
+    /// The hierarchy id (`0` for cgroup v2).
+    pub id: &'a str,
+    /// The comma-separated controllers (empty for v2).
+    pub controllers: &'a str,
+    /// The cgroup path, as the kernel prints it.
+    pub path: &'a str,
+}
+
+/// Parses `/proc/PID/cgroup`; malformed lines are skipped.
+pub fn parse_proc_cgroup(text: &str) -> Vec<CgLine<'_>> {
+    text.lines()
+        .filter_map(|l| {
+            let mut it = l.trim_end().splitn(3, ':');
+            let id = it.next()?;
+            let controllers = it.next()?;
+            let path = it.next()?;
+            if id.is_empty() || !path.starts_with('/') {
+                return None;
+            }
+            Some(CgLine {
+                id,
+                controllers,
+                path,
+            })
+        })
+        .collect()
+}
+
+/// Normalises a cgroup path into its components. `.` is dropped and `..`
+/// removes the previous component; a path that climbs above the root (as
+/// seen from another cgroup namespace, `/../../user.slice/x`) cannot be
+/// joined to the mount point and gives `None`.
+pub fn normalize(path: &str) -> Option<Vec<&str>> {
+    let mut out: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                out.pop()?;
+            }
+            c => out.push(c),
+        }
+    }
+    Some(out)
+}
+
+/// The components of a path that climbs above its root, after the last `..`
+/// (`/../../user-1000.slice/session-520.scope` gives the last two).
+fn tail_after_parents(path: &str) -> Vec<&str> {
+    let comps: Vec<&str> = path
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let last_up = comps.iter().rposition(|c| *c == "..").map_or(0, |i| i + 1);
+    comps[last_up..].to_vec()
+}
+
+/// Resolves a cgroup path below a hierarchy's mount point. A path that climbs
+/// above the root is looked up by its tail: the first folder, at most
+/// `depth` levels down, that ends with the remaining components. A path
+/// whose folder does not exist gives `None`.
+pub fn resolve(mount: &Path, path: &str) -> Option<PathBuf> {
+    if let Some(comps) = normalize(path) {
+        let mut p = mount.to_path_buf();
+        p.extend(comps);
+        return p.is_dir().then_some(p);
+    }
+    let tail = tail_after_parents(path);
+    if tail.is_empty() {
+        return None;
+    }
+    find_suffix(mount, &tail, 4)
+}
+
+fn find_suffix(dir: &Path, tail: &[&str], depth: usize) -> Option<PathBuf> {
+    let mut cand = dir.to_path_buf();
+    cand.extend(tail);
+    if cand.is_dir() {
+        return Some(cand);
+    }
+    if depth == 0 {
+        return None;
+    }
+    let mut subs: Vec<PathBuf> = fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    subs.sort();
+    subs.iter().find_map(|s| find_suffix(s, tail, depth - 1))
+}
+
+/// The cgroup version of a found job cgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// cgroup v1: separate hierarchies per controller.
+    V1,
+    /// cgroup v2: one unified hierarchy.
+    V2,
+}
+
+/// A job's cgroup folders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobCgroup {
+    /// v1 or v2.
+    pub version: Version,
+    /// The folder whose `cgroup.procs` (and sub-folders') list the processes;
+    /// for v2 it also holds `memory.*` and `cpu.stat`; for v1 it is the
+    /// memory hierarchy's folder.
+    pub dir: PathBuf,
+    /// v1 only: the cpuacct folder, when that hierarchy has the job.
+    pub cpuacct: Option<PathBuf>,
+}
+
+impl JobCgroup {
+    /// A short description for the `meta` record.
+    pub fn describe(&self) -> (u8, String) {
+        let v = match self.version {
+            Version::V1 => 1,
+            Version::V2 => 2,
+        };
+        (v, self.dir.display().to_string())
+    }
+
+    /// Whether the cgroup folder still exists.
+    pub fn exists(&self) -> bool {
+        self.dir.is_dir()
+    }
+
+    /// Appends the pids of every process in the cgroup and its sub-cgroups.
+    /// v2 sub-folders named `slurm` or `system` hold slurmstepd itself and
+    /// are skipped. Returns false when the folder is gone.
+    pub fn list_pids(&self, buf: &mut Vec<u8>, out: &mut Vec<u32>) -> bool {
+        if !self.dir.is_dir() {
+            return false;
+        }
+        walk_procs(&self.dir, buf, out, 0);
+        true
+    }
+}
+
+fn walk_procs(dir: &Path, buf: &mut Vec<u8>, out: &mut Vec<u32>, depth: usize) {
+    if crate::read_into(&dir.join("cgroup.procs"), buf) {
+        parse::parse_pid_list(buf, out);
+    }
+    if depth > 8 {
+        return;
+    }
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    for e in rd.flatten() {
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let name = e.file_name();
+        if depth >= 1 && (name == "slurm" || name == "system") {
+            continue;
+        }
+        walk_procs(&e.path(), buf, out, depth + 1);
+    }
+}
+
+/// The v2 mount under `sys_root`: `fs/cgroup` when it is unified, else the
+/// hybrid layout's `fs/cgroup/unified`.
+pub fn v2_mount(sys_root: &Path) -> Option<PathBuf> {
+    let base = sys_root.join("fs/cgroup");
+    if base.join("cgroup.controllers").is_file() || base.join("system.slice").is_dir() {
+        return Some(base);
+    }
+    let uni = base.join("unified");
+    uni.is_dir().then_some(uni)
+}
+
+/// The mount point of the v1 hierarchy holding `controller`, trying the
+/// controller's own name and co-mounted names (`cpu,cpuacct`).
+pub fn v1_mount(sys_root: &Path, controllers: &str, controller: &str) -> Option<PathBuf> {
+    let base = sys_root.join("fs/cgroup");
+    let mut names = vec![controllers.to_string(), controller.to_string()];
+    if controller == "cpuacct" || controller == "cpu" {
+        names.push("cpu,cpuacct".into());
+        names.push("cpuacct,cpu".into());
+    }
+    names
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .map(|n| base.join(n))
+        .find(|p| p.is_dir())
+}
+
+/// The job folder named by a path such as
+/// `/slurm/uid_1000/job_42/step_0/task_0`: the path cut after `job_<id>`.
+pub fn cut_at_job<'a>(path: &'a str, job: &str) -> Option<&'a str> {
+    let want = format!("job_{job}");
+    let mut end = 0usize;
+    for c in path.split('/') {
+        end += c.len();
+        if c == want {
+            return Some(&path[..end]);
+        }
+        end += 1;
+    }
+    None
+}
+
+/// The job's cgroup as named by one process's `/proc/PID/cgroup` text.
+pub fn job_cgroup_from_lines(sys_root: &Path, text: &str, job: &str) -> Option<JobCgroup> {
+    let lines = parse_proc_cgroup(text);
+    let mut mem: Option<PathBuf> = None;
+    let mut cpu: Option<PathBuf> = None;
+    for l in &lines {
+        let Some(cut) = cut_at_job(l.path, job) else {
+            continue;
+        };
+        if l.id == "0" && l.controllers.is_empty() {
+            if let Some(dir) = v2_mount(sys_root).and_then(|m| resolve(&m, cut)) {
+                return Some(JobCgroup {
+                    version: Version::V2,
+                    dir,
+                    cpuacct: None,
+                });
+            }
+            continue;
+        }
+        let ctl: Vec<&str> = l.controllers.split(',').collect();
+        if ctl.contains(&"memory") {
+            mem = v1_mount(sys_root, l.controllers, "memory").and_then(|m| resolve(&m, cut));
+        }
+        if ctl.contains(&"cpuacct") {
+            cpu = v1_mount(sys_root, l.controllers, "cpuacct").and_then(|m| resolve(&m, cut));
+        }
+    }
+    let dir = mem.or_else(|| cpu.clone())?;
+    Some(JobCgroup {
+        version: Version::V1,
+        dir,
+        cpuacct: cpu,
+    })
+}
+
+fn dirs_matching(parent: &Path, pred: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let Ok(rd) = fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(&pred))
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Looks for the job's cgroup where SLURM puts it: v2
+/// `system.slice/[<node>_]slurmstepd.scope/job_<id>`, v1
+/// `<controller>/slurm/uid_<uid>/job_<id>`.
+pub fn find_slurm_job_cgroup(sys_root: &Path, job: &str) -> Option<JobCgroup> {
+    let job_dir = format!("job_{job}");
+    if let Some(m) = v2_mount(sys_root) {
+        for scope in dirs_matching(&m.join("system.slice"), |n| n.ends_with("slurmstepd.scope")) {
+            let d = scope.join(&job_dir);
+            if d.is_dir() {
+                return Some(JobCgroup {
+                    version: Version::V2,
+                    dir: d,
+                    cpuacct: None,
+                });
+            }
+        }
+    }
+    let find_v1 = |controller: &str| -> Option<PathBuf> {
+        let m = v1_mount(sys_root, controller, controller)?;
+        dirs_matching(&m.join("slurm"), |n| n.starts_with("uid_"))
+            .into_iter()
+            .map(|u| u.join(&job_dir))
+            .find(|d| d.is_dir())
+    };
+    let mem = find_v1("memory");
+    let cpu = find_v1("cpuacct");
+    let dir = mem.or_else(|| cpu.clone())?;
+    Some(JobCgroup {
+        version: Version::V1,
+        dir,
+        cpuacct: cpu,
+    })
+}
+
+/// Cumulative counters read from a job cgroup.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CgCounters {
+    /// Total CPU seconds.
+    pub cpu_s: Option<f64>,
+    /// User CPU seconds.
+    pub user_s: Option<f64>,
+    /// System CPU seconds.
+    pub sys_s: Option<f64>,
+    /// Current memory use, bytes.
+    pub mem_bytes: Option<u64>,
+    /// Peak memory use, bytes.
+    pub peak_bytes: Option<u64>,
+    /// Swap use, bytes (v2 only).
+    pub swap_bytes: Option<u64>,
+}
+
+/// Reads the cgroup's CPU and memory counters. v1 `cpuacct.stat` is in
+/// USER_HZ ticks (`user_hz`).
+pub fn read_counters(cg: &JobCgroup, buf: &mut Vec<u8>, user_hz: f64) -> CgCounters {
+    let mut c = CgCounters::default();
+    let single = |p: PathBuf, buf: &mut Vec<u8>| -> Option<u64> {
+        if crate::read_into(&p, buf) {
+            parse::parse_single(buf)
+        } else {
+            None
+        }
+    };
+    match cg.version {
+        Version::V2 => {
+            if crate::read_into(&cg.dir.join("cpu.stat"), buf) {
+                if let Some((u, us, sy)) = parse::parse_cpu_stat_v2(buf) {
+                    c.cpu_s = Some(u as f64 / 1e6);
+                    c.user_s = Some(us as f64 / 1e6);
+                    c.sys_s = Some(sy as f64 / 1e6);
+                }
+            }
+            c.mem_bytes = single(cg.dir.join("memory.current"), buf);
+            c.peak_bytes = single(cg.dir.join("memory.peak"), buf);
+            c.swap_bytes = single(cg.dir.join("memory.swap.current"), buf);
+        }
+        Version::V1 => {
+            if let Some(cpu) = &cg.cpuacct {
+                c.cpu_s = single(cpu.join("cpuacct.usage"), buf).map(|ns| ns as f64 / 1e9);
+                if crate::read_into(&cpu.join("cpuacct.stat"), buf) {
+                    if let Some((u, s)) = parse::parse_cpuacct_stat(buf) {
+                        c.user_s = Some(u as f64 / user_hz);
+                        c.sys_s = Some(s as f64 / user_hz);
+                    }
+                }
+            }
+            c.mem_bytes = single(cg.dir.join("memory.usage_in_bytes"), buf);
+            c.peak_bytes = single(cg.dir.join("memory.max_usage_in_bytes"), buf);
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_cgroup_lines() {
+        let text = "12:memory:/slurm/uid_1000/job_42/step_0/task_0\n5:cpu,cpuacct:/slurm/uid_1000/job_42/step_0/task_0\n1:name=systemd:/user.slice\nbad line\n0::/";
+        let l = parse_proc_cgroup(text);
+        assert_eq!(l.len(), 4);
+        assert_eq!(l[1].controllers, "cpu,cpuacct");
+        assert_eq!(l[3].id, "0");
+        assert_eq!(l[3].path, "/");
+    }
+
+    #[test]
+    fn relative_v2_path_is_not_joined_blindly() {
+        assert_eq!(normalize("/../../user-1000.slice/session-520.scope"), None);
+        assert_eq!(normalize("/a/./b/../c"), Some(vec!["a", "c"]));
+        assert_eq!(normalize("/"), Some(vec![]));
+        assert_eq!(
+            tail_after_parents("/../../user-1000.slice/session-520.scope"),
+            vec!["user-1000.slice", "session-520.scope"]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path();
+        // Joined blindly, `m/../../user-1000.slice` would point outside the mount.
+        assert_eq!(resolve(m, "/../../user-1000.slice/session-520.scope"), None);
+        let real = m.join("user.slice/user-1000.slice/session-520.scope");
+        fs::create_dir_all(&real).unwrap();
+        assert_eq!(
+            resolve(m, "/../../user-1000.slice/session-520.scope"),
+            Some(real.clone())
+        );
+        assert_eq!(
+            resolve(m, "/user.slice/user-1000.slice/session-520.scope"),
+            Some(real)
+        );
+        assert_eq!(resolve(m, "/../.."), None);
+    }
+
+    #[test]
+    fn job_folder_is_cut_after_job_component() {
+        assert_eq!(
+            cut_at_job("/slurm/uid_1000/job_42/step_0/task_0", "42"),
+            Some("/slurm/uid_1000/job_42")
+        );
+        assert_eq!(
+            cut_at_job(
+                "/system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
+                "42"
+            ),
+            Some("/system.slice/slurmstepd.scope/job_42")
+        );
+        assert_eq!(cut_at_job("/slurm/uid_1000/job_420/step_0", "42"), None);
+        assert_eq!(cut_at_job("/", "42"), None);
+    }
+
+    fn mkdirs(root: &Path, rel: &str) -> PathBuf {
+        let p = root.join(rel);
+        fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    #[test]
+    fn v1_separate_and_comounted_and_v2_resolution() {
+        let d = tempfile::tempdir().unwrap();
+        let sys = d.path();
+        // v1, separate hierarchies.
+        let mem = mkdirs(sys, "fs/cgroup/memory/slurm/uid_1000/job_42/step_0/task_0");
+        let cpu = mkdirs(sys, "fs/cgroup/cpuacct/slurm/uid_1000/job_42/step_0/task_0");
+        let text = "5:memory:/slurm/uid_1000/job_42/step_0/task_0\n3:cpuacct:/slurm/uid_1000/job_42/step_0/task_0\n";
+        let cg = job_cgroup_from_lines(sys, text, "42").unwrap();
+        assert_eq!(cg.version, Version::V1);
+        assert_eq!(cg.dir, mem.parent().unwrap().parent().unwrap());
+        assert_eq!(
+            cg.cpuacct.as_deref(),
+            Some(cpu.parent().unwrap().parent().unwrap())
+        );
+        assert_eq!(find_slurm_job_cgroup(sys, "42").unwrap(), cg);
+        assert!(find_slurm_job_cgroup(sys, "43").is_none());
+
+        // v1, cpu and cpuacct co-mounted.
+        let d2 = tempfile::tempdir().unwrap();
+        let sys2 = d2.path();
+        mkdirs(sys2, "fs/cgroup/memory/slurm/uid_0/job_7/step_batch");
+        let cc = mkdirs(sys2, "fs/cgroup/cpu,cpuacct/slurm/uid_0/job_7/step_batch");
+        let text = "11:memory:/slurm/uid_0/job_7/step_batch\n5:cpu,cpuacct:/slurm/uid_0/job_7/step_batch\n";
+        let cg = job_cgroup_from_lines(sys2, text, "7").unwrap();
+        assert_eq!(cg.cpuacct.as_deref(), Some(cc.parent().unwrap()));
+        assert_eq!(find_slurm_job_cgroup(sys2, "7").unwrap(), cg);
+
+        // v2.
+        let d3 = tempfile::tempdir().unwrap();
+        let sys3 = d3.path();
+        fs::create_dir_all(sys3.join("fs/cgroup")).unwrap();
+        fs::write(sys3.join("fs/cgroup/cgroup.controllers"), "cpu memory\n").unwrap();
+        let task = mkdirs(
+            sys3,
+            "fs/cgroup/system.slice/slurmstepd.scope/job_42/step_0/user/task_0",
+        );
+        let text = "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0";
+        let cg = job_cgroup_from_lines(sys3, text, "42").unwrap();
+        assert_eq!(cg.version, Version::V2);
+        assert!(task.starts_with(&cg.dir));
+        assert!(cg.dir.ends_with("job_42"));
+        assert_eq!(find_slurm_job_cgroup(sys3, "42").unwrap(), cg);
+        // Multiple-slurmd naming.
+        let d4 = tempfile::tempdir().unwrap();
+        fs::create_dir_all(d4.path().join("fs/cgroup")).unwrap();
+        fs::write(d4.path().join("fs/cgroup/cgroup.controllers"), "").unwrap();
+        mkdirs(
+            d4.path(),
+            "fs/cgroup/system.slice/n1_slurmstepd.scope/job_9",
+        );
+        assert!(find_slurm_job_cgroup(d4.path(), "9").is_some());
+    }
+
+    #[test]
+    fn pids_are_listed_recursively_without_slurmstepd() {
+        let d = tempfile::tempdir().unwrap();
+        let job = mkdirs(d.path(), "job_1");
+        let task = mkdirs(&job, "step_0/user/task_0");
+        let stepd = mkdirs(&job, "step_0/slurm");
+        fs::write(task.join("cgroup.procs"), "10\n11\n").unwrap();
+        fs::write(stepd.join("cgroup.procs"), "99\n").unwrap();
+        fs::write(job.join("cgroup.procs"), "").unwrap();
+        let cg = JobCgroup {
+            version: Version::V2,
+            dir: job.clone(),
+            cpuacct: None,
+        };
+        let mut buf = Vec::new();
+        let mut pids = Vec::new();
+        assert!(cg.list_pids(&mut buf, &mut pids));
+        pids.sort();
+        assert_eq!(pids, vec![10, 11]);
+        fs::remove_dir_all(&job).unwrap();
+        assert!(!cg.list_pids(&mut buf, &mut pids));
+    }
+}

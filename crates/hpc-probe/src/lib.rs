@@ -1,0 +1,517 @@
+//! hpc-probe: samples the processes of a SLURM job on this node (or a pid
+//! and its descendants, or a command it runs) and writes one NDJSON line
+//! per sample: a `meta` record first, then `sample` records.
+//!
+//! - [`parse`]: tiny parsers over /proc and /sys text;
+//! - [`cgroup`]: finding a job's cgroup (v1, co-mounted v1, v2);
+//! - [`node`]: node-level NUMA, Lustre, RAPL and InfiniBand counters;
+//! - [`perf`]: hardware counters through `perf_event_open`;
+//! - [`sampler`]: the per-process bookkeeping that turns readings into samples;
+//! - [`run`]: the sampling loop, signals and output.
+
+pub mod cgroup;
+pub mod node;
+pub mod opts;
+pub mod parse;
+pub mod perf;
+pub mod sampler;
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hpc_core::record::{write_tagged, Meta};
+use hpc_core::{Error, IoContext, Result};
+use serde_json::Value;
+
+pub use opts::{Args, Opts, Target};
+pub use sampler::{read_file, read_into};
+
+use sampler::{Config, Sampler, Watch};
+
+/// Where records go: stdout or a private file. Each record is written with
+/// one `write_all` of a complete line and flushed; a failed write to a file
+/// is cut back to the last complete line.
+pub struct Output {
+    sink: Sink,
+    line: Vec<u8>,
+    good_len: u64,
+}
+
+enum Sink {
+    Stdout(std::io::Stdout),
+    File(std::fs::File, PathBuf),
+    Memory(Vec<u8>),
+}
+
+impl Output {
+    /// Output to stdout (`None` or `-`) or to a new private file.
+    pub fn open(path: Option<&Path>) -> Result<Self> {
+        let sink = match path {
+            None => Sink::Stdout(std::io::stdout()),
+            Some(p) if p.as_os_str() == "-" => Sink::Stdout(std::io::stdout()),
+            Some(p) => {
+                if let Some(d) = p.parent() {
+                    hpc_core::paths::create_private_dir(d)?;
+                }
+                Sink::File(hpc_core::paths::create_private_file(p)?, p.to_path_buf())
+            }
+        };
+        Ok(Output {
+            sink,
+            line: Vec::with_capacity(1024),
+            good_len: 0,
+        })
+    }
+
+    /// Output kept in memory (tests).
+    pub fn memory() -> Self {
+        Output {
+            sink: Sink::Memory(Vec::new()),
+            line: Vec::new(),
+            good_len: 0,
+        }
+    }
+
+    /// What a memory output holds.
+    pub fn memory_text(&self) -> String {
+        match &self.sink {
+            Sink::Memory(v) => String::from_utf8_lossy(v).into_owned(),
+            _ => String::new(),
+        }
+    }
+
+    /// Writes one record as a whole line and flushes it.
+    pub fn record<T: serde::Serialize>(&mut self, kind: &'static str, rec: &T) -> Result<()> {
+        self.line.clear();
+        write_tagged(&mut self.line, kind, rec)?;
+        match &mut self.sink {
+            Sink::Stdout(s) => {
+                let mut l = s.lock();
+                l.write_all(&self.line)
+                    .and_then(|()| l.flush())
+                    .ctx(|| "cannot write to stdout".into())
+            }
+            Sink::File(f, p) => {
+                let r = f.write_all(&self.line).and_then(|()| f.flush());
+                match r {
+                    Ok(()) => {
+                        self.good_len += self.line.len() as u64;
+                        Ok(())
+                    }
+                    Err(e) => {
+                        // Keep the file valid up to its last complete line.
+                        let _ = f.set_len(self.good_len);
+                        Err(Error::Io {
+                            context: format!("cannot write {}", p.display()),
+                            source: e,
+                        })
+                    }
+                }
+            }
+            Sink::Memory(v) => {
+                v.extend_from_slice(&self.line);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Wakes the sampling loop early on a signal.
+struct Waker {
+    rx: UnixStream,
+    stop: Arc<AtomicBool>,
+}
+
+impl Waker {
+    fn install(chld: bool) -> Result<Waker> {
+        let (rx, tx) = UnixStream::pair().ctx(|| "cannot create the signal pipe".into())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut sigs = vec![
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGHUP,
+        ];
+        for &s in &sigs {
+            signal_hook::flag::register(s, Arc::clone(&stop))
+                .ctx(|| "cannot install a signal handler".into())?;
+        }
+        if chld {
+            sigs.push(signal_hook::consts::SIGCHLD);
+        }
+        tx.set_nonblocking(true)
+            .ctx(|| "cannot set up the signal pipe".into())?;
+        for s in sigs {
+            let tx = tx
+                .try_clone()
+                .ctx(|| "cannot set up the signal pipe".into())?;
+            signal_hook::low_level::pipe::register(s, tx)
+                .ctx(|| "cannot install a signal handler".into())?;
+        }
+        Ok(Waker { rx, stop })
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Sleeps until `d` has passed or a signal arrives.
+    fn sleep(&self, d: Duration) {
+        use std::io::Read;
+        let end = Instant::now() + d;
+        let mut b = [0u8; 64];
+        loop {
+            if self.stopped() {
+                return;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left < Duration::from_millis(1) {
+                return;
+            }
+            let _ = self.rx.set_read_timeout(Some(left));
+            match (&self.rx).read(&mut b) {
+                Ok(_) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn host_name() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn sysconf(var: nix::unistd::SysconfVar, default: i64) -> i64 {
+    nix::unistd::sysconf(var)
+        .ok()
+        .flatten()
+        .filter(|&v| v > 0)
+        .unwrap_or(default)
+}
+
+/// The next interval: the minimum while dense or after a change, else
+/// relaxed by half up to the maximum.
+pub fn next_interval(opts: &Opts, current: f64, elapsed: f64, changed: bool) -> f64 {
+    if elapsed < opts.dense_for || changed {
+        return opts.interval;
+    }
+    (current * 1.5).min(opts.max_interval).max(opts.interval)
+}
+
+/// Whether two samples differ enough to sample densely again: RSS by more
+/// than 10 % or busy cores by more than half a core.
+pub fn changed(a: &hpc_core::record::Sample, b: &hpc_core::record::Sample) -> bool {
+    let rss = match (a.rss_mb, b.rss_mb) {
+        (Some(x), Some(y)) => {
+            let base = x.max(1.0);
+            (y - x).abs() / base > 0.10
+        }
+        _ => false,
+    };
+    let cores = match (a.cpu_cores, b.cpu_cores) {
+        (Some(x), Some(y)) => (y - x).abs() > 0.5,
+        _ => false,
+    };
+    rss || cores
+}
+
+/// Runs the probe. Returns the exit status: the command's own status when
+/// it ran one, else 0.
+pub fn run(opts: &Opts) -> Result<u8> {
+    let mut out = Output::open(opts.out.as_deref())?;
+    let waker = Waker::install(matches!(opts.target, Target::Command(_)))?;
+    let mut child: Option<std::process::Child> = None;
+    let root = match &opts.target {
+        Target::Pid(p) => Some(*p),
+        Target::Command(argv) => {
+            let c = std::process::Command::new(&argv[0])
+                .args(&argv[1..])
+                .spawn()
+                .map_err(|e| Error::Other(format!("cannot run {}: {e}", argv[0])))?;
+            let pid = c.id();
+            child = Some(c);
+            Some(pid)
+        }
+        Target::Job(_) => None,
+    };
+    let watch = match (&opts.target, root) {
+        (Target::Job(id), _) => {
+            let cg = cgroup::find_slurm_job_cgroup(&opts.sys_root, id)
+                .or_else(|| find_cgroup_via_proc(&opts.proc_root, &opts.sys_root, id));
+            Watch::Job {
+                id: id.clone(),
+                cgroup: cg,
+            }
+        }
+        (_, Some(p)) => Watch::Pid(p),
+        (_, None) => return Err(Error::Other("nothing to watch".into())),
+    };
+    let node = node::NodeSources::discover(&opts.proc_root, &opts.sys_root);
+    let perf_state = if opts.no_perf {
+        Err("disabled (--no-perf)".to_string())
+    } else {
+        perf::hardware_available()
+    };
+    let host = host_name();
+    let start = now_unix();
+    let meta = build_meta(opts, &watch, &node, &perf_state, &host, start);
+    out.record("meta", &meta)?;
+
+    let cfg = Config {
+        proc_root: opts.proc_root.clone(),
+        watch,
+        pss: opts.pss,
+        perf: perf_state.is_ok(),
+        cpus: opts.cpus,
+        clk_tck: sysconf(nix::unistd::SysconfVar::CLK_TCK, 100) as f64,
+        page_size: sysconf(nix::unistd::SysconfVar::PAGE_SIZE, 4096) as u64,
+        self_pid: std::process::id(),
+        host: Some(host),
+        job_id: meta.job_id.clone(),
+    };
+    let is_job = matches!(cfg.watch, Watch::Job { .. });
+    let has_cgroup = matches!(
+        cfg.watch,
+        Watch::Job {
+            cgroup: Some(_),
+            ..
+        }
+    );
+    let mut sampler = Sampler::new(cfg, node);
+    let t0 = Instant::now();
+    let mut interval = opts.interval;
+    let mut last: Option<hpc_core::record::Sample> = None;
+    let mut count: u64 = 0;
+    let mut status: u8 = 0;
+    loop {
+        let mut exited = false;
+        if let Some(c) = child.as_mut() {
+            if let Some(st) = c.try_wait().ctx(|| "cannot wait for the command".into())? {
+                exited = true;
+                status = exit_status_code(st);
+                if let Ok(ru) =
+                    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+                {
+                    let tv =
+                        |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+                    sampler.root_reaped(tv(ru.user_time()), tv(ru.system_time()));
+                }
+            }
+        }
+        let cg = sampler.cgroup_counters();
+        let s = sampler.sample(now_unix(), t0.elapsed().as_secs_f64(), cg);
+        out.record("sample", &s)?;
+        count += 1;
+        let stop_signal = waker.stopped();
+        let n = sampler.process_count();
+        let gone = if is_job {
+            n == 0
+                && ((has_cgroup && (sampler.cgroup_gone() || sampler.seen_any()))
+                    || (opts.until_gone && sampler.seen_any()))
+        } else {
+            n == 0
+        };
+        if count == 1 && !is_job && n == 0 && child.is_none() {
+            if let Target::Pid(p) = opts.target {
+                return Err(Error::Other(format!(
+                    "no process {p} under {}",
+                    opts.proc_root.display()
+                )));
+            }
+        }
+        if exited
+            || stop_signal
+            || (gone && child.is_none())
+            || opts.samples.is_some_and(|m| count >= m)
+        {
+            if stop_signal {
+                if let Some(c) = child.as_ref() {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(c.id() as i32),
+                        nix::sys::signal::Signal::SIGTERM,
+                    );
+                }
+                return Ok(0);
+            }
+            return Ok(if exited { status } else { 0 });
+        }
+        let elapsed = t0.elapsed().as_secs_f64();
+        let ch = last.as_ref().is_some_and(|l| changed(l, &s));
+        interval = next_interval(opts, interval, elapsed, ch);
+        last = Some(s);
+        waker.sleep(Duration::from_secs_f64(interval));
+    }
+}
+
+fn exit_status_code(st: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => (c & 0xff) as u8,
+        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
+        _ => 1,
+    }
+}
+
+/// Looks through `/proc/*/cgroup` for a process in the job's cgroup.
+fn find_cgroup_via_proc(proc_root: &Path, sys_root: &Path, job: &str) -> Option<cgroup::JobCgroup> {
+    let needle = format!("/job_{job}");
+    let rd = std::fs::read_dir(proc_root).ok()?;
+    let mut buf = Vec::new();
+    for e in rd.flatten() {
+        if !e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            continue;
+        }
+        if !read_into(&e.path().join("cgroup"), &mut buf) {
+            continue;
+        }
+        let Ok(text) = std::str::from_utf8(&buf) else {
+            continue;
+        };
+        if !text.contains(&needle) {
+            continue;
+        }
+        if let Some(cg) = cgroup::job_cgroup_from_lines(sys_root, text, job) {
+            return Some(cg);
+        }
+    }
+    None
+}
+
+fn build_meta(
+    opts: &Opts,
+    watch: &Watch,
+    node: &node::NodeSources,
+    perf_state: &std::result::Result<(), String>,
+    host: &str,
+    start: f64,
+) -> Meta {
+    let mut extra = serde_json::Map::new();
+    match watch {
+        Watch::Job {
+            cgroup: Some(cg), ..
+        } => {
+            let (v, p) = cg.describe();
+            extra.insert("cgroup_version".into(), Value::from(v));
+            extra.insert("cgroup_path".into(), Value::from(p));
+        }
+        Watch::Job { cgroup: None, .. } => {
+            extra.insert("cgroup_version".into(), Value::Null);
+            extra.insert("job_match".into(), Value::from("environ"));
+        }
+        Watch::Pid(p) => {
+            extra.insert("pid".into(), Value::from(*p));
+        }
+    }
+    if let Target::Command(argv) = &opts.target {
+        extra.insert("command".into(), Value::from(argv.clone()));
+    }
+    extra.insert("numa_nodes".into(), Value::from(node.numa.len()));
+    extra.insert("lustre_mounts".into(), Value::from(node.lustre.len()));
+    extra.insert("rapl_domains".into(), Value::from(node.rapl.len()));
+    extra.insert("ib_ports".into(), Value::from(node.ib.len()));
+    extra.insert("perf".into(), Value::from(perf_state.is_ok()));
+    if let Err(why) = perf_state {
+        extra.insert("perf_reason".into(), Value::from(why.as_str()));
+    }
+    extra.insert("pss".into(), Value::from(opts.pss));
+    extra.insert(
+        "proc_root".into(),
+        Value::from(opts.proc_root.display().to_string()),
+    );
+    extra.insert(
+        "sys_root".into(),
+        Value::from(opts.sys_root.display().to_string()),
+    );
+    Meta {
+        job_id: match &opts.target {
+            Target::Job(id) => Some(id.clone()),
+            _ => opts.env.job_id.clone(),
+        },
+        step: opts.env.step.clone(),
+        host: host.to_string(),
+        start,
+        interval_s: opts.interval,
+        max_interval_s: Some(opts.max_interval),
+        req_cpus: opts.env.cpus_on_node,
+        req_mem_mb: opts.env.req_mem_mb(),
+        req_gpus: opts.env.gpus_on_node,
+        nnodes: opts.env.nnodes,
+        target: Some(
+            match opts.target {
+                Target::Job(_) => "job",
+                Target::Pid(_) => "pid",
+                Target::Command(_) => "command",
+            }
+            .into(),
+        ),
+        probe_version: env!("CARGO_PKG_VERSION").into(),
+        extra,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hpc_core::record::Sample;
+
+    #[test]
+    fn interval_relaxes_when_steady_and_tightens_on_change() {
+        let o = Opts::for_test(Target::Pid(1));
+        assert_eq!(
+            next_interval(&o, 1.0, 10.0, false),
+            1.0,
+            "dense first minute"
+        );
+        assert_eq!(next_interval(&o, 1.0, 61.0, false), 1.5);
+        assert_eq!(next_interval(&o, 20.0, 500.0, false), 30.0, "capped");
+        assert_eq!(
+            next_interval(&o, 30.0, 500.0, true),
+            1.0,
+            "back to the minimum"
+        );
+        let a = Sample {
+            rss_mb: Some(100.0),
+            cpu_cores: Some(1.0),
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.rss_mb = Some(109.0);
+        assert!(!changed(&a, &b));
+        b.rss_mb = Some(111.0);
+        assert!(changed(&a, &b));
+        b.rss_mb = Some(100.0);
+        b.cpu_cores = Some(1.6);
+        assert!(changed(&a, &b));
+    }
+
+    #[test]
+    fn output_lines_have_kind_first() {
+        let mut o = Output::memory();
+        o.record(
+            "sample",
+            &Sample {
+                t: 1.5,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(o.memory_text(), "{\"kind\":\"sample\",\"t\":1.5}\n");
+    }
+}

@@ -1,0 +1,587 @@
+//! The real binary on real processes: memory, CPU, short-lived children,
+//! churn, signals, kill -9, exit codes, help and the man page.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hpc-probe"));
+    c.env_remove("SLURM_JOB_ID")
+        .env_remove("SLURM_CPUS_ON_NODE");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run hpc-probe")
+}
+
+fn show(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn records(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+        .collect()
+}
+
+fn samples(recs: &[Value]) -> Vec<&Value> {
+    recs.iter().filter(|r| r["kind"] == "sample").collect()
+}
+
+fn f(v: &Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}"))
+}
+
+/// CPU-heavy tests run one at a time, so one's load does not skew
+/// another's busy-core figures on a small CI machine.
+static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn python() -> Command {
+    Command::new("python3")
+}
+
+/// Waits for a child with a deadline, killing it when it overruns.
+fn wait_for(c: &mut Child, secs: u64) -> std::process::ExitStatus {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            return st;
+        }
+        if Instant::now() > end {
+            let _ = c.kill();
+            panic!("process {} overran {secs} s", c.id());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read_all(c: &mut Child) -> (String, String) {
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut o) = c.stdout.take() {
+        o.read_to_string(&mut out).unwrap();
+    }
+    if let Some(mut e) = c.stderr.take() {
+        e.read_to_string(&mut err).unwrap();
+    }
+    (out, err)
+}
+
+fn man_page() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../man/hpc-probe.1")
+}
+
+#[test]
+fn help_lists_every_flag_and_the_man_page_documents_them() {
+    let o = run(&["--help"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let help = String::from_utf8(o.stdout).unwrap();
+    let source = fs::read_to_string(man_page()).expect("man/hpc-probe.1");
+    // mdoc source: `Fl \-max\-interval` renders as `--max-interval`.
+    let man = source.replace("\\-", "-");
+    let mut flags = 0;
+    for w in help.split(|c: char| c.is_whitespace() || c == '[' || c == ']' || c == ',') {
+        if let Some(name) = w.strip_prefix("--") {
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            if name.is_empty() {
+                continue;
+            }
+            flags += 1;
+            assert!(
+                man.contains(&format!("Fl -{name}")),
+                "--{name} is in --help but not in the man page"
+            );
+        }
+    }
+    assert!(flags >= 12, "found {flags} flags in help");
+    for sec in [
+        "NAME",
+        "SYNOPSIS",
+        "DESCRIPTION",
+        "OPTIONS",
+        "OUTPUT",
+        "EXIT STATUS",
+        "EXAMPLES",
+        "SEE ALSO",
+    ] {
+        assert!(
+            man.contains(&format!(".Sh {sec}")) || man.contains(&format!(".SH {sec}")),
+            "{sec}"
+        );
+    }
+    for field in [
+        "rss_mb",
+        "hwm_mb",
+        "swap_mb",
+        "pss_mb",
+        "cpu_user_s",
+        "cpu_sys_s",
+        "cpu_cores",
+        "cpu_frac",
+        "threads",
+        "procs",
+        "read_mb",
+        "write_mb",
+        "read_mbps",
+        "write_mbps",
+        "numa_miss_rate",
+        "lustre_read_mbps",
+        "lustre_write_mbps",
+        "lustre_meta_ops",
+        "cpi",
+        "cache_miss_rate",
+        "energy_j",
+        "power_w",
+        "ib_rx_mbps",
+        "ib_tx_mbps",
+    ] {
+        let documented = man
+            .lines()
+            .filter(|l| l.starts_with(".It Sy"))
+            .any(|l| l.split([' ', ',']).any(|w| w == field));
+        assert!(documented, "man page OUTPUT lacks {field}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("hpc-probe: "));
+    let o = run(&["--pid", "1", "--job", "2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    let o = run(&["--pid", "1", "--interval", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+}
+
+#[test]
+fn command_exit_status_is_passed_through() {
+    let o = run(&["--", "false"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let o = run(&["--", "sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", show(&o));
+    let recs = records(&String::from_utf8(o.stdout).unwrap());
+    assert_eq!(recs[0]["kind"], "meta");
+    assert_eq!(recs[0]["target"], "command");
+    assert!(!samples(&recs).is_empty(), "a last sample");
+    let o = run(&["--", "/nonexistent/cmd"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+}
+
+#[test]
+fn a_missing_pid_is_an_error() {
+    let o = run(&["--pid", "2147483646", "--samples", "3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no process"));
+}
+
+#[test]
+fn memory_peak_of_a_300_mb_child() {
+    let _heavy = heavy();
+    let o = run(&[
+        "--interval", "0.25", "--",
+        "python3", "-c",
+        "import time\nb = bytearray(300 * 1024 * 1024)\nfor i in range(0, len(b), 4096):\n    b[i] = 1\ntime.sleep(1.5)\n",
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let recs = records(&String::from_utf8(o.stdout).unwrap());
+    let s = samples(&recs);
+    let peak = s.iter().map(|v| f(v, "hwm_mb")).fold(0.0, f64::max);
+    let rss = s.iter().map(|v| f(v, "rss_mb")).fold(0.0, f64::max);
+    assert!((300.0..=360.0).contains(&peak), "peak {peak} MiB");
+    assert!(rss > 290.0 && rss <= peak + 0.01, "rss {rss}, peak {peak}");
+}
+
+#[test]
+fn one_busy_core_for_three_seconds() {
+    let _heavy = heavy();
+    let t = Instant::now();
+    let o = run(&[
+        "--interval",
+        "0.5",
+        "--",
+        "python3",
+        "-c",
+        "import time\nwhile time.process_time() < 3.0:\n    pass\n",
+    ]);
+    let wall = t.elapsed().as_secs_f64();
+    assert!(o.status.success(), "{}", show(&o));
+    let recs = records(&String::from_utf8(o.stdout).unwrap());
+    let s = samples(&recs);
+    let last = s.last().unwrap();
+    let cpu = f(last, "cpu_user_s") + f(last, "cpu_sys_s");
+    assert!((2.9..=3.6).contains(&cpu), "cpu seconds {cpu}");
+    // Busy samples: every full interval between the first and the last.
+    let mut busy: Vec<f64> = s[1..s.len() - 1]
+        .iter()
+        .map(|v| f(v, "cpu_cores"))
+        .collect();
+    assert!(busy.len() >= 3, "{} busy samples", busy.len());
+    busy.sort_by(f64::total_cmp);
+    let median = busy[busy.len() / 2];
+    assert!(busy.iter().all(|&c| c <= 1.3), "{busy:?}");
+    // What the burner really got: on an idle machine a whole core. On a
+    // machine shared with other work it gets less, and the probe must say
+    // so rather than report a core it did not have.
+    let got = cpu / wall;
+    if got >= 0.85 {
+        assert!(
+            (0.7..=1.3).contains(&median),
+            "median busy cores {median}: {busy:?}"
+        );
+    } else {
+        eprintln!("machine busy: the burner got {got:.2} cores");
+        assert!(
+            (median - got).abs() <= 0.3,
+            "median {median} vs {got:.2} cores actually used: {busy:?}"
+        );
+    }
+}
+
+#[test]
+fn two_hundred_short_children_lose_no_cpu_time() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("rusage");
+    // The parent forks 200 children at once, each burning ~10 ms of CPU,
+    // reaps them (their time goes to its cutime/cstime), writes what the
+    // kernel says they used, then lingers so the probe reads its stat.
+    let script = format!(
+        "import os, resource, time\n\
+         time.sleep(0.6)\n\
+         pids = []\n\
+         for i in range(200):\n\
+         \x20   p = os.fork()\n\
+         \x20   if p == 0:\n\
+         \x20       t = time.process_time()\n\
+         \x20       while time.process_time() - t < 0.01:\n\
+         \x20           pass\n\
+         \x20       os._exit(0)\n\
+         \x20   pids.append(p)\n\
+         for p in pids:\n\
+         \x20   os.waitpid(p, 0)\n\
+         r = resource.getrusage(resource.RUSAGE_CHILDREN)\n\
+         open('{}', 'w').write('%f' % (r.ru_utime + r.ru_stime))\n\
+         time.sleep(1.2)\n",
+        report.display()
+    );
+    let mut parent = python().arg("-c").arg(&script).spawn().unwrap();
+    let mut probe = bin()
+        .args([
+            "--pid",
+            &parent.id().to_string(),
+            "--interval",
+            "1",
+            "--no-perf",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&mut parent, 60).success());
+    let st = wait_for(&mut probe, 10);
+    let (out, err) = read_all(&mut probe);
+    assert!(st.success(), "{err}");
+    let children: f64 = fs::read_to_string(&report).unwrap().parse().unwrap();
+    assert!(children >= 1.5, "200 x 10 ms: {children}");
+    let recs = records(&out);
+    let last = *samples(&recs).last().unwrap();
+    let cpu = f(last, "cpu_user_s") + f(last, "cpu_sys_s");
+    // The probe sees the parent's own time too (python start-up, forks).
+    assert!(
+        cpu >= children * 0.97 - 0.02 && cpu <= children + 1.5,
+        "probe {cpu} s vs children {children} s"
+    );
+}
+
+#[test]
+fn churn_gives_samples_without_errors_or_gaps() {
+    let _heavy = heavy();
+    let secs: u64 = std::env::var("HPC_PROBE_CHURN_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let script = format!(
+        "end=$(( $(date +%s) + {secs} )); while [ $(date +%s) -lt $end ]; do \
+         for i in 1 2 3 4 5 6 7 8; do /bin/true & done; wait; done"
+    );
+    let mut churn = Command::new("sh").arg("-c").arg(&script).spawn().unwrap();
+    let mut probe = bin()
+        .args([
+            "--pid",
+            &churn.id().to_string(),
+            "--interval",
+            "0.2",
+            "--max-interval",
+            "0.6",
+            "--dense-for",
+            "0",
+            "--no-perf",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out_thread = {
+        let mut so = probe.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            so.read_to_string(&mut s).unwrap();
+            s
+        })
+    };
+    assert!(wait_for(&mut churn, secs + 30).success());
+    let st = wait_for(&mut probe, 10);
+    let out = out_thread.join().unwrap();
+    let (_, err) = read_all(&mut probe);
+    assert!(st.success(), "{err}");
+    assert!(err.is_empty(), "stderr: {err}");
+    let recs = records(&out);
+    let s = samples(&recs);
+    assert!(s.len() as u64 >= secs, "{} samples in {secs} s", s.len());
+    let mut prev_cpu = 0.0;
+    for w in s.windows(2) {
+        let gap = f(w[1], "t") - f(w[0], "t");
+        assert!(gap <= 0.6 + 0.5, "gap of {gap} s");
+        let cpu = f(w[1], "cpu_user_s") + f(w[1], "cpu_sys_s");
+        assert!(cpu + 1e-9 >= prev_cpu, "cumulative CPU went back");
+        prev_cpu = cpu;
+    }
+}
+
+fn start_sleeper() -> Child {
+    Command::new("sleep").arg("60").spawn().unwrap()
+}
+
+#[test]
+fn sigterm_writes_a_last_sample_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("spool/job/node.ndjson");
+    let mut sleeper = start_sleeper();
+    let mut probe = bin()
+        .args([
+            "--pid",
+            &sleeper.id().to_string(),
+            "--interval",
+            "5",
+            "--out",
+        ])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let t = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(probe.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let st = wait_for(&mut probe, 10);
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "woke early from a 5 s interval"
+    );
+    assert_eq!(st.code(), Some(0));
+    let text = fs::read_to_string(&out).unwrap();
+    let recs = records(&text);
+    assert_eq!(recs[0]["kind"], "meta");
+    assert_eq!(
+        samples(&recs).len(),
+        2,
+        "first sample and the last one on SIGTERM"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+#[test]
+fn kill_9_leaves_only_whole_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.ndjson");
+    let mut sleeper = start_sleeper();
+    let mut probe = bin()
+        .args([
+            "--pid",
+            &sleeper.id().to_string(),
+            "--interval",
+            "0.05",
+            "--out",
+        ])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    probe.kill().unwrap();
+    probe.wait().unwrap();
+    let text = fs::read_to_string(&out).unwrap();
+    assert!(text.ends_with('\n'));
+    let recs = records(&text);
+    assert!(samples(&recs).len() >= 3);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+}
+
+#[test]
+fn pid_mode_ends_when_the_process_is_gone() {
+    let mut sh = Command::new("sh")
+        .args(["-c", "sleep 0.7"])
+        .spawn()
+        .unwrap();
+    let mut probe = bin()
+        .args(["--pid", &sh.id().to_string(), "--interval", "0.2"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&mut sh, 10).success());
+    let st = wait_for(&mut probe, 10);
+    assert!(st.success());
+    let (out, _) = read_all(&mut probe);
+    let recs = records(&out);
+    assert_eq!(recs[0]["pid"], sh.id());
+    assert_eq!(samples(&recs).last().unwrap()["procs"], 0);
+}
+
+#[test]
+fn job_mode_on_a_fixture_cgroup_tree() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/proc-sys");
+    let proc_root = root.join("proc/26231");
+    fs::create_dir_all(&proc_root).unwrap();
+    for f in ["stat", "status", "io"] {
+        fs::copy(fx.join("proc/26231").join(f), proc_root.join(f)).unwrap();
+    }
+    let job = root.join("sys/fs/cgroup/system.slice/slurmstepd.scope/job_42");
+    let task = job.join("step_0/user/task_0");
+    fs::create_dir_all(&task).unwrap();
+    fs::write(
+        root.join("sys/fs/cgroup/cgroup.controllers"),
+        "cpu memory\n",
+    )
+    .unwrap();
+    let src = fx.join("cgroup-v2/sys/fs/cgroup/user.slice/user-1000.slice/session-520.scope");
+    for f in [
+        "cpu.stat",
+        "memory.current",
+        "memory.peak",
+        "memory.swap.current",
+    ] {
+        fs::copy(src.join(f), job.join(f)).unwrap();
+    }
+    fs::write(task.join("cgroup.procs"), "26231\n").unwrap();
+    let o = bin()
+        .args([
+            "--job",
+            "42",
+            "--samples",
+            "2",
+            "--interval",
+            "0.05",
+            "--no-perf",
+            "--proc-root",
+        ])
+        .arg(root.join("proc"))
+        .arg("--sys-root")
+        .arg(root.join("sys"))
+        .env("SLURM_CPUS_ON_NODE", "4")
+        .env("SLURM_MEM_PER_CPU", "1000")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let recs = records(&String::from_utf8(o.stdout).unwrap());
+    let meta = &recs[0];
+    assert_eq!(meta["job_id"], "42");
+    assert_eq!(meta["cgroup_version"], 2);
+    assert_eq!(meta["req_cpus"], 4);
+    assert_eq!(meta["req_mem_mb"], 4000.0);
+    let s = samples(&recs);
+    assert_eq!(s.len(), 2);
+    assert_eq!(s[0]["procs"], 1);
+    assert_eq!(s[0]["job_id"], "42");
+    assert!((f(s[0], "swap_mb") - 0.0).abs() < 1e9);
+    // The cgroup goes away while the probe runs: it stops by itself.
+    let mut probe = bin()
+        .args([
+            "--job",
+            "42",
+            "--interval",
+            "0.05",
+            "--no-perf",
+            "--proc-root",
+        ])
+        .arg(root.join("proc"))
+        .arg("--sys-root")
+        .arg(root.join("sys"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    fs::remove_dir_all(&job).unwrap();
+    let st = wait_for(&mut probe, 10);
+    assert!(st.success());
+    let (out, _) = read_all(&mut probe);
+    let recs = records(&out);
+    let s = samples(&recs);
+    assert!(s.len() >= 2);
+    assert_eq!(s.last().unwrap()["procs"], 0);
+}
+
+#[test]
+fn hpc_monitor_starts_and_stops_a_probe_on_one_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    let monitor = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bin-wrappers/hpc-monitor");
+    let job = format!("77{}", std::process::id());
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" start --interval 0.2 --no-perf && sleep 1 && \"$0\" stop")
+        .arg(&monitor)
+        .env("SLURM_JOB_ID", &job)
+        .env("SLURM_JOB_NUM_NODES", "1")
+        .env("SLURMD_NODENAME", "node7")
+        .env("HPC_SIZER_SPOOL", &spool)
+        .env("HPC_PROBE", env!("CARGO_BIN_EXE_hpc-probe"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let file = spool.join(&job).join("node7.ndjson");
+    let recs = records(&fs::read_to_string(&file).unwrap());
+    assert_eq!(recs[0]["kind"], "meta");
+    assert_eq!(recs[0]["job_id"], job.as_str());
+    let s = samples(&recs);
+    assert!(s.len() >= 3, "{} samples", s.len());
+    assert!(
+        s.iter().any(|v| v["procs"].as_u64().unwrap_or(0) >= 1),
+        "the job's shell was watched"
+    );
+    assert!(!spool.join(&job).join(".monitor.pids").exists());
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(spool.join(&job)).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+}

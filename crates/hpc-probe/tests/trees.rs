@@ -1,0 +1,492 @@
+//! Fixture-tree tests: the real /proc and /sys files from
+//! `tests/fixtures/proc-sys`, copied into temporary trees, with second
+//! readings written by the tests and SLURM-shaped cgroup trees built from
+//! the real cgroup files.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use hpc_probe::cgroup::{self, JobCgroup, Version};
+use hpc_probe::node::NodeSources;
+use hpc_probe::sampler::{Config, Sampler, Watch};
+
+const MB: f64 = 1024.0 * 1024.0;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/proc-sys")
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).unwrap();
+    for e in fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to);
+        } else {
+            fs::write(&to, fs::read(e.path()).unwrap()).unwrap();
+        }
+    }
+}
+
+fn write(p: &Path, text: &str) {
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, text).unwrap();
+}
+
+fn config(proc_root: &Path, watch: Watch) -> Config {
+    Config {
+        proc_root: proc_root.to_path_buf(),
+        watch,
+        pss: false,
+        perf: false,
+        cpus: Some(2),
+        clk_tck: 100.0,
+        page_size: 4096,
+        self_pid: u32::MAX,
+        host: Some("node1".into()),
+        job_id: Some("42".into()),
+    }
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol
+}
+
+#[test]
+fn local_capture_gives_real_rates_between_t0_and_t1() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    copy_tree(&fixtures().join("local/t0"), root);
+    let proc_root = root.join("proc");
+    let sys_root = root.join("sys");
+    let node = NodeSources::discover(&proc_root, &sys_root);
+    assert_eq!(node.numa.len(), 1);
+    let mut s = Sampler::new(config(&proc_root, Watch::Pid(17447)), node);
+    let a = s.sample(1795307673.47, 0.0, None);
+    assert_eq!(a.procs, Some(1));
+    assert_eq!(a.cpu_cores, None, "no rate on the first sample");
+    assert!(close(a.cpu_user_s.unwrap(), (137.0 + 4.0) / 100.0, 1e-9));
+    // The second reading, 5.037 s later.
+    copy_tree(&fixtures().join("local/t1"), root);
+    let dt = 5.036_955_264; // t1/timestamp - t0/timestamp
+    let b = s.sample(1795307678.5, dt, None);
+    let cores = b.cpu_cores.unwrap();
+    assert!(
+        cores > 0.9 && cores < 1.1,
+        "python loop uses about a core: {cores}"
+    );
+    assert!(close(b.cpu_frac.unwrap(), cores / 2.0, 0.001));
+    let w = b.write_mbps.unwrap();
+    let want = (234893312.0 - 52441088.0) / MB / dt;
+    assert!(close(w, want, 0.01), "{w} vs {want}");
+    assert!(close(b.write_mb.unwrap(), 234893312.0 / MB, 0.001));
+    assert_eq!(b.numa_miss_rate, Some(0.0));
+    assert!(b.hwm_mb.unwrap() >= b.rss_mb.unwrap());
+    assert_eq!(b.threads, Some(1));
+
+    // The idle sleep process: a zero-rate case.
+    let mut idle = Sampler::new(
+        config(&proc_root, Watch::Pid(17380)),
+        NodeSources::default(),
+    );
+    let _ = idle.sample(0.0, 0.0, None);
+    let z = idle.sample(1.0, 1.0, None);
+    assert_eq!(z.cpu_cores, Some(0.0));
+    assert_eq!(z.write_mbps, Some(0.0));
+}
+
+#[test]
+fn node_counters_with_second_readings_and_wrap_around() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    copy_tree(&fixtures().join("proc"), &root.join("proc"));
+    copy_tree(&fixtures().join("sys"), &root.join("sys"));
+    let proc_root = root.join("proc");
+    let sys_root = root.join("sys");
+    let node = NodeSources::discover(&proc_root, &sys_root);
+    assert_eq!(node.numa.len(), 3, "node0..node2");
+    assert_eq!(node.lustre.len(), 1);
+    assert_eq!(node.rapl.len(), 1, "package only, not the core subdomain");
+    assert_eq!(node.rapl[0].1, Some(262143328850));
+    assert_eq!(node.ib.len(), 3, "mlx4_0 ports 1, 2 and mlx5_0 port 1");
+    let mut buf = Vec::new();
+    let a = node.read(&mut buf);
+
+    let llite = proc_root.join("fs/lustre/llite/lustrefs-ffff88105db50000/stats");
+    write(
+        &llite,
+        "snapshot_time             1510950469.772792457 secs.nsecs\n\
+         start_time                1510000000.0 secs.nsecs\n\
+         read_bytes                3 samples [bytes] 4096 4194304 14680064 99999\n\
+         write_bytes               89467900 samples [bytes] 4096 1048576 93813807779840\n\
+         open                      146 samples [reqs]\n\
+         close                     106 samples [regs]\n\
+         readdir                   12 samples [regs]\n\
+         truncate                  134 samples [regs]\n\
+         getattr                   41 samples [usecs] 1 2 3 4\n\
+         getxattr                  85 samples [regs]\n\
+         removexattr               134 samples [regs]\n\
+         inode_permission          9398 samples [regs]\n",
+    );
+    // RAPL wraps: the second reading is below the first.
+    let max = 262143328850u64;
+    let first = 240422366267u64;
+    write(
+        &sys_root.join("class/powercap/intel-rapl:0/energy_uj"),
+        "1000000\n",
+    );
+    // The subdomain moves too, but must not be counted.
+    write(
+        &sys_root.join("class/powercap/intel-rapl:0:0/energy_uj"),
+        "999999999\n",
+    );
+    // numastat: node0 gains 900 hits and 100 misses.
+    let ns = sys_root.join("devices/system/node/node0/numastat");
+    let text = fs::read_to_string(&ns)
+        .unwrap()
+        .replace("numa_hit 193460335812", "numa_hit 193460336712")
+        .replace("numa_miss 12624528", "numa_miss 12624628");
+    write(&ns, &text);
+    // IB: the 64-bit counter of mlx4_0 port 1 moves by 262144 words (1 MiB).
+    let ext = sys_root.join("class/infiniband/mlx4_0/ports/1/counters_ext/port_rcv_data_64");
+    let old: u64 = fs::read_to_string(&ext).unwrap().trim().parse().unwrap();
+    write(&ext, &format!("{}\n", old + 262144));
+    let b = node.read(&mut buf);
+    let r = node.rates(&a, &b, 2.0);
+    assert!(close(
+        r.lustre_read_mbps.unwrap(),
+        (14680064.0 - 4194304.0) / MB / 2.0,
+        1e-9
+    ));
+    assert!(close(
+        r.lustre_write_mbps.unwrap(),
+        10485760.0 / MB / 2.0,
+        1e-9
+    ));
+    assert!(close(r.lustre_meta_ops.unwrap(), 20.0 / 2.0, 1e-9));
+    let joules = (max - first + 1000000) as f64 / 1e6;
+    assert!(close(r.energy_j.unwrap(), joules, 1e-6), "{:?}", r.energy_j);
+    assert!(close(r.power_w.unwrap(), joules / 2.0, 1e-6));
+    assert!(close(r.numa_miss_rate.unwrap(), 0.1, 1e-12));
+    assert!(close(r.ib_rx_mbps.unwrap(), 0.5, 1e-12));
+    assert_eq!(r.ib_tx_mbps, Some(0.0));
+
+    // An IB counter reset (HCA reset) counts from zero, not negative.
+    write(&ext, "262144\n");
+    let c = node.read(&mut buf);
+    let r = node.rates(&b, &c, 1.0);
+    assert!(close(r.ib_rx_mbps.unwrap(), 1.0, 1e-12));
+    // A source whose file disappears gives no field, not zeros.
+    fs::remove_file(&llite).unwrap();
+    let e = node.read(&mut buf);
+    assert_eq!(node.rates(&c, &e, 1.0).lustre_read_mbps, None);
+}
+
+#[test]
+fn sampler_accumulates_energy_since_start() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    copy_tree(&fixtures().join("proc"), &root.join("proc"));
+    copy_tree(
+        &fixtures().join("sys/class/powercap"),
+        &root.join("sys/class/powercap"),
+    );
+    let node = NodeSources::discover(&root.join("proc"), &root.join("sys"));
+    let mut s = Sampler::new(config(&root.join("proc"), Watch::Pid(26231)), node);
+    let a = s.sample(0.0, 0.0, None);
+    assert_eq!(a.energy_j, Some(0.0));
+    assert_eq!(a.power_w, None);
+    let e = root.join("sys/class/powercap/intel-rapl:0/energy_uj");
+    write(&e, "240432366267\n");
+    let b = s.sample(1.0, 1.0, None);
+    assert_eq!(b.energy_j, Some(10.0));
+    assert_eq!(b.power_w, Some(10.0));
+    write(&e, "5000000\n");
+    let c = s.sample(2.0, 3.0, None);
+    let wrapped = (262143328850.0 - 240432366267.0 + 5000000.0) / 1e6;
+    assert!(close(c.energy_j.unwrap(), 10.0 + wrapped, 0.001));
+    // The procfs fixture process: stat, status and io from the real files.
+    assert_eq!(a.procs, Some(1));
+    assert!(close(a.cpu_user_s.unwrap(), (1677.0 + 158.0) / 100.0, 1e-9));
+    assert!(close(a.cpu_sys_s.unwrap(), (44.0 + 99.0) / 100.0, 1e-9));
+    assert!(close(a.hwm_mb.unwrap(), 8028.0 / 1024.0, 0.001));
+    assert!(close(a.read_mb.unwrap(), 1024.0 / MB, 0.001));
+}
+
+/// Builds a SLURM cgroup v1 tree (separate or co-mounted cpuacct) around the
+/// procfs fixture process 26231, from the real Docker/Kubernetes files.
+fn slurm_v1_tree(root: &Path, comounted: bool) -> (PathBuf, PathBuf) {
+    let proc_root = root.join("proc");
+    let sys_root = root.join("sys");
+    copy_tree(&fixtures().join("proc/26231"), &proc_root.join("26231"));
+    let (src, cpu_name, mem_src, cpu_src) = if comounted {
+        let base = fixtures().join("cgroup-v1-comounted/sys/fs/cgroup");
+        let tail = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod7a96c459_d529_44ae_9f99_90d3798d6426.slice/cri-containerd-1d3d308a7d48a27814a68bf33a44acf4441c9c02463ca0bc1cdfdc8c0b4a8496.scope";
+        (
+            base.clone(),
+            "cpu,cpuacct",
+            base.join("memory").join(tail),
+            base.join("cpu,cpuacct").join(tail),
+        )
+    } else {
+        let base = fixtures().join("cgroup-v1/sys/fs/cgroup");
+        let id = "docker/b29faf21b7eff959f64b4192c34d5d67a707fe8561e9eaa608cb27693fba4242";
+        (
+            base.clone(),
+            "cpuacct",
+            base.join("memory").join(id),
+            base.join("cpuacct").join(id),
+        )
+    };
+    let _ = src;
+    let job = "slurm/uid_0/job_42";
+    let mem = sys_root.join("fs/cgroup/memory").join(job);
+    let cpu = sys_root.join("fs/cgroup").join(cpu_name).join(job);
+    copy_tree(&mem_src, &mem);
+    copy_tree(&cpu_src, &cpu);
+    write(&mem.join("step_0/task_0/cgroup.procs"), "26231\n4000000\n");
+    write(&cpu.join("step_0/task_0/cgroup.procs"), "26231\n");
+    write(
+        &proc_root.join("26231/cgroup"),
+        &format!("5:memory:/{job}/step_0/task_0\n3:{cpu_name}:/{job}/step_0/task_0\n0::/\n"),
+    );
+    (proc_root, sys_root)
+}
+
+#[test]
+fn slurm_cgroup_v1_tree_from_real_files() {
+    let d = tempfile::tempdir().unwrap();
+    let (proc_root, sys_root) = slurm_v1_tree(d.path(), false);
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    assert_eq!(cg.version, Version::V1);
+    assert!(cg.cpuacct.is_some());
+    let text = fs::read_to_string(proc_root.join("26231/cgroup")).unwrap();
+    assert_eq!(
+        cgroup::job_cgroup_from_lines(&sys_root, &text, "42").unwrap(),
+        cg
+    );
+    let mut s = Sampler::new(
+        config(
+            &proc_root,
+            Watch::Job {
+                id: "42".into(),
+                cgroup: Some(cg.clone()),
+            },
+        ),
+        NodeSources::default(),
+    );
+    let c = s.cgroup_counters().unwrap();
+    assert!(close(c.cpu_s.unwrap(), 95.996653175, 1e-9));
+    // pid 4000000 is listed but has no /proc entry (it exited in between):
+    // it is skipped without a word.
+    let a = s.sample(0.0, 0.0, Some(c));
+    assert_eq!(a.procs, Some(1));
+    assert!(
+        close(a.cpu_user_s.unwrap(), 61.95, 1e-9),
+        "cpuacct.stat user 6195 ticks"
+    );
+    assert!(close(a.cpu_sys_s.unwrap(), 7.73, 1e-9));
+    assert!(
+        close(a.hwm_mb.unwrap(), 298532864.0 / MB, 0.001),
+        "max_usage_in_bytes"
+    );
+    // Second reading: 2 s more CPU in 1 s (two busy cores).
+    let usage = cg.cpuacct.as_ref().unwrap().join("cpuacct.usage");
+    write(&usage, "97996653175\n");
+    let c = s.cgroup_counters();
+    let b = s.sample(1.0, 1.0, c);
+    assert!(close(b.cpu_cores.unwrap(), 2.0, 1e-9));
+    assert!(close(b.cpu_frac.unwrap(), 1.0, 1e-9));
+    // The job ends: its cgroup goes away.
+    fs::remove_dir_all(&cg.dir).unwrap();
+    let c = s.cgroup_counters();
+    assert!(c.is_none());
+    let _ = s.sample(2.0, 2.0, c);
+    assert!(s.cgroup_gone());
+    assert_eq!(s.process_count(), 0);
+}
+
+#[test]
+fn slurm_cgroup_v1_comounted_cpu_cpuacct() {
+    let d = tempfile::tempdir().unwrap();
+    let (proc_root, sys_root) = slurm_v1_tree(d.path(), true);
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    assert!(cg
+        .cpuacct
+        .as_ref()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .contains("cpu,cpuacct"));
+    let text = fs::read_to_string(proc_root.join("26231/cgroup")).unwrap();
+    assert_eq!(
+        cgroup::job_cgroup_from_lines(&sys_root, &text, "42").unwrap(),
+        cg
+    );
+    let mut s = Sampler::new(
+        config(
+            &proc_root,
+            Watch::Job {
+                id: "42".into(),
+                cgroup: Some(cg),
+            },
+        ),
+        NodeSources::default(),
+    );
+    let c = s.cgroup_counters().unwrap();
+    assert!(close(c.cpu_s.unwrap(), 124659.500367, 1e-6));
+    assert_eq!(c.peak_bytes, Some(1532657664));
+}
+
+#[test]
+fn slurm_cgroup_v2_tree_from_real_files() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let proc_root = root.join("proc");
+    let sys_root = root.join("sys");
+    copy_tree(&fixtures().join("proc/26231"), &proc_root.join("26231"));
+    let src =
+        fixtures().join("cgroup-v2/sys/fs/cgroup/user.slice/user-1000.slice/session-520.scope");
+    let job = sys_root.join("fs/cgroup/system.slice/slurmstepd.scope/job_42");
+    copy_tree(&src, &job);
+    write(
+        &sys_root.join("fs/cgroup/cgroup.controllers"),
+        "cpu memory pids\n",
+    );
+    write(&job.join("step_0/user/task_0/cgroup.procs"), "26231\n");
+    write(&job.join("step_0/slurm/cgroup.procs"), "1\n");
+    write(
+        &proc_root.join("26231/cgroup"),
+        "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n",
+    );
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    assert_eq!(cg.version, Version::V2);
+    let mut s = Sampler::new(
+        config(
+            &proc_root,
+            Watch::Job {
+                id: "42".into(),
+                cgroup: Some(cg),
+            },
+        ),
+        NodeSources::default(),
+    );
+    let c = s.cgroup_counters();
+    let a = s.sample(0.0, 0.0, c);
+    assert_eq!(
+        a.procs,
+        Some(1),
+        "slurmstepd (step_0/slurm) is not a job process"
+    );
+    assert!(
+        close(a.hwm_mb.unwrap(), 18772946944.0 / MB, 0.001),
+        "memory.peak"
+    );
+    assert!(a.cpu_user_s.unwrap() > 0.0);
+    let cpu = job.join("cpu.stat");
+    let text = fs::read_to_string(&cpu).unwrap();
+    let usage: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("usage_usec "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    write(
+        &cpu,
+        &text.replace(
+            &format!("usage_usec {usage}"),
+            &format!("usage_usec {}", usage + 500_000),
+        ),
+    );
+    let c = s.cgroup_counters();
+    let b = s.sample(1.0, 2.0, c);
+    assert!(close(b.cpu_cores.unwrap(), 0.25, 1e-9));
+
+    // The namespace-relative path of the real v2 fixture is resolved by its
+    // tail, never joined as `mount/../..`.
+    let real = fixtures().join("cgroup-v2/sys/fs/cgroup");
+    let text = fs::read_to_string(fixtures().join("cgroup-v2/proc/2233801/cgroup")).unwrap();
+    let line = &cgroup::parse_proc_cgroup(&text)[0];
+    assert_eq!(line.path, "/../../user-1000.slice/session-520.scope");
+    assert_eq!(cgroup::normalize(line.path), None);
+    let dir = cgroup::resolve(&real, line.path).unwrap();
+    assert!(dir.starts_with(&real));
+    assert!(dir.ends_with("user.slice/user-1000.slice/session-520.scope"));
+}
+
+fn fake_stat(pid: u32, ppid: u32, utime: u64, start: u64) -> String {
+    format!("{pid} (worker) S {ppid} {pid} {pid} 0 -1 0 0 0 0 0 {utime} 0 0 0 20 0 1 0 {start} 1000 25 0 0 0\n")
+}
+
+#[test]
+fn pid_reuse_is_a_new_process_and_cpu_never_goes_back() {
+    let d = tempfile::tempdir().unwrap();
+    let proc_root = d.path().join("proc");
+    let sys_root = d.path().join("sys");
+    let job = sys_root.join("fs/cgroup/system.slice/slurmstepd.scope/job_7");
+    write(&sys_root.join("fs/cgroup/cgroup.controllers"), "");
+    write(&job.join("step_0/user/task_0/cgroup.procs"), "100\n");
+    write(&proc_root.join("100/stat"), &fake_stat(100, 1, 50, 5));
+    let cg = JobCgroup {
+        version: Version::V2,
+        dir: job.clone(),
+        cpuacct: None,
+    };
+    let mut s = Sampler::new(
+        config(
+            &proc_root,
+            Watch::Job {
+                id: "7".into(),
+                cgroup: Some(cg),
+            },
+        ),
+        NodeSources::default(),
+    );
+    let a = s.sample(0.0, 0.0, None);
+    assert_eq!(a.cpu_user_s, Some(0.5));
+    // Same pid, new start time: another process. The old one's 0.5 s stay.
+    write(&proc_root.join("100/stat"), &fake_stat(100, 1, 1, 9));
+    let b = s.sample(1.0, 1.0, None);
+    assert_eq!(b.procs, Some(1));
+    assert_eq!(b.cpu_user_s, Some(0.51));
+    assert!(close(b.cpu_cores.unwrap(), 0.01, 1e-9));
+
+    // Pid mode: the watched root replaced by a stranger with its pid is gone.
+    let mut p = Sampler::new(config(&proc_root, Watch::Pid(100)), NodeSources::default());
+    let _ = p.sample(0.0, 0.0, None);
+    write(&proc_root.join("100/stat"), &fake_stat(100, 1, 3, 77));
+    let c = p.sample(1.0, 1.0, None);
+    assert_eq!(c.procs, Some(0));
+    assert_eq!(
+        c.cpu_user_s,
+        Some(0.01),
+        "last seen CPU of the dead root is kept"
+    );
+}
+
+#[test]
+fn environ_fallback_finds_job_processes_without_cgroup() {
+    let d = tempfile::tempdir().unwrap();
+    let proc_root = d.path().join("proc");
+    write(&proc_root.join("200/stat"), &fake_stat(200, 1, 10, 5));
+    write(&proc_root.join("200/environ"), "A=1\0SLURM_JOB_ID=9\0");
+    write(&proc_root.join("201/stat"), &fake_stat(201, 1, 20, 6));
+    write(&proc_root.join("201/environ"), "SLURM_JOB_ID=99\0");
+    write(&proc_root.join("202/stat"), &fake_stat(202, 200, 30, 7));
+    write(&proc_root.join("self/stat"), "not a pid folder");
+    let mut s = Sampler::new(
+        config(
+            &proc_root,
+            Watch::Job {
+                id: "9".into(),
+                cgroup: None,
+            },
+        ),
+        NodeSources::default(),
+    );
+    let a = s.sample(0.0, 0.0, None);
+    assert_eq!(a.procs, Some(1), "only pid 200 carries SLURM_JOB_ID=9");
+    assert_eq!(a.cpu_user_s, Some(0.1));
+}

@@ -1,0 +1,616 @@
+//! The centre-scale path: the jobs table exported as hive-partitioned
+//! Parquet (`DIR/end_date=YYYY-MM-DD/part-0.parquet`), and reports computed
+//! over such a dataset with polars.
+//!
+//! The export streams jobs from SQLite in end-date order and writes each
+//! date's file in row groups of [`ROW_GROUP`] jobs, so memory stays bounded
+//! however large the database is. Reports scan only the files whose date can
+//! match the filter, read only the columns they need, and give the filter to
+//! polars as predicates, which it pushes into the Parquet scan.
+
+use std::fs;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use hpc_core::store::{JobFilter, Store};
+use hpc_core::{Error, IoContext, Result};
+use polars::io::parquet::write::BatchedWriter;
+use polars::prelude::{
+    col, len, lit, when, Column, DataFrame, DataType, Expr, HiveOptions, IntoColumn, LazyFrame,
+    NamedFrom, ParquetWriter, PlRefPath, PolarsError, ScanArgsParquet, Series, NULL,
+};
+use rusqlite::types::ValueRef;
+
+use crate::report::{raw_key_sql, By, Partial, RawRow};
+
+/// What an export wrote.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ExportStats {
+    /// Jobs written.
+    pub jobs: u64,
+    /// Partition files written.
+    pub partitions: u64,
+    /// Bytes written.
+    pub bytes: u64,
+}
+
+/// The partition column, from the folder names.
+pub const PARTITION_KEY: &str = "end_date";
+
+/// The partition of jobs without an end (the Hive convention for null).
+pub const DEFAULT_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
+
+/// The name of the file in each partition folder.
+pub const PART_FILE: &str = "part-0.parquet";
+
+/// Jobs per row group (and per batch held in memory while exporting).
+pub const ROW_GROUP: usize = 65_536;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Int,
+    Real,
+}
+
+/// The exported columns, in order: every column of the jobs table but
+/// `ingested_at`, then `tool`.
+const COLUMNS: &[(&str, Kind)] = &[
+    ("cluster", Kind::Text),
+    ("job_id_raw", Kind::Text),
+    ("job_id", Kind::Text),
+    ("user", Kind::Text),
+    ("account", Kind::Text),
+    ("group", Kind::Text),
+    ("partition", Kind::Text),
+    ("job_name", Kind::Text),
+    ("state", Kind::Text),
+    ("cancelled_by", Kind::Int),
+    ("exit_code", Kind::Text),
+    ("submit_ts", Kind::Int),
+    ("start_ts", Kind::Int),
+    ("end_ts", Kind::Int),
+    ("elapsed_s", Kind::Real),
+    ("timelimit_s", Kind::Real),
+    ("alloc_cpus", Kind::Int),
+    ("alloc_gpus", Kind::Int),
+    ("nnodes", Kind::Int),
+    ("ntasks", Kind::Int),
+    ("node_list", Kind::Text),
+    ("req_mem_mb", Kind::Real),
+    ("max_rss_mb", Kind::Real),
+    ("total_cpu_s", Kind::Real),
+    ("cpu_eff", Kind::Real),
+    ("mem_eff", Kind::Real),
+    ("cpu_hours_reserved", Kind::Real),
+    ("cpu_hours_wasted", Kind::Real),
+    ("mem_gb_hours_reserved", Kind::Real),
+    ("mem_gb_hours_wasted", Kind::Real),
+    ("gpu_hours_reserved", Kind::Real),
+    ("is_final", Kind::Int),
+    ("tool", Kind::Text),
+];
+
+/// The tool of a job: from its `analysis` record, else its name (the same
+/// rule as the SQLite report).
+const TOOL_SQL: &str =
+    "COALESCE((SELECT COALESCE(json_extract(r.json, '$.tool'), json_extract(r.json, '$.tools[0]'))
+     FROM records r WHERE r.kind = 'analysis' AND r.job_id = jobs.job_id_raw), job_name)";
+
+fn polars_err(what: impl std::fmt::Display) -> impl FnOnce(PolarsError) -> Error {
+    move |e| Error::Other(format!("parquet: {what}: {e}"))
+}
+
+/// The UTC date (`YYYY-MM-DD`) of an epoch second.
+fn utc_date(epoch: i64) -> String {
+    let mut s = hpc_core::slurm::Timestamp { epoch }.to_rfc3339();
+    s.truncate(s.find('T').unwrap_or(s.len()));
+    s
+}
+
+/// One column being filled from SQLite.
+enum Buf {
+    Text(Vec<Option<String>>),
+    Int(Vec<Option<i64>>),
+    Real(Vec<Option<f64>>),
+}
+
+impl Buf {
+    fn new(kind: Kind) -> Buf {
+        match kind {
+            Kind::Text => Buf::Text(Vec::with_capacity(1024)),
+            Kind::Int => Buf::Int(Vec::with_capacity(1024)),
+            Kind::Real => Buf::Real(Vec::with_capacity(1024)),
+        }
+    }
+
+    /// Appends one SQLite value, converting as SQLite's own affinity would.
+    fn push(&mut self, v: ValueRef<'_>, column: &str, job: &str) -> Result<()> {
+        let bad = || Error::Other(format!("job {job}: column {column}: not a number"));
+        match self {
+            Buf::Text(b) => b.push(match v {
+                ValueRef::Null => None,
+                ValueRef::Integer(i) => Some(i.to_string()),
+                ValueRef::Real(f) => Some(f.to_string()),
+                ValueRef::Text(t) | ValueRef::Blob(t) => {
+                    Some(String::from_utf8_lossy(t).into_owned())
+                }
+            }),
+            Buf::Int(b) => b.push(match v {
+                ValueRef::Null => None,
+                ValueRef::Integer(i) => Some(i),
+                ValueRef::Real(f) if f.fract() == 0.0 => Some(f as i64),
+                ValueRef::Text(t) => Some(
+                    std::str::from_utf8(t)
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok())
+                        .ok_or_else(bad)?,
+                ),
+                _ => return Err(bad()),
+            }),
+            Buf::Real(b) => b.push(match v {
+                ValueRef::Null => None,
+                ValueRef::Integer(i) => Some(i as f64),
+                ValueRef::Real(f) => Some(f),
+                ValueRef::Text(t) => Some(
+                    std::str::from_utf8(t)
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok())
+                        .ok_or_else(bad)?,
+                ),
+                ValueRef::Blob(_) => return Err(bad()),
+            }),
+        }
+        Ok(())
+    }
+
+    /// Moves the values out into a polars column, leaving the buffer empty.
+    fn take(&mut self, name: &str) -> Column {
+        match self {
+            Buf::Text(b) => Series::new(name.into(), std::mem::take(b)),
+            Buf::Int(b) => Series::new(name.into(), std::mem::take(b)),
+            Buf::Real(b) => Series::new(name.into(), std::mem::take(b)),
+        }
+        .into_column()
+    }
+}
+
+/// One partition file being written: a private temporary file beside the
+/// final name, renamed over it when complete and removed if abandoned.
+struct PartFile {
+    tmp: PathBuf,
+    dest: PathBuf,
+    writer: Option<BatchedWriter<BufWriter<fs::File>>>,
+    /// The same open file, to sync it once written.
+    file: Option<fs::File>,
+}
+
+impl PartFile {
+    fn create(dir: &Path, partition: &str) -> Result<PartFile> {
+        let folder = dir.join(format!("{PARTITION_KEY}={partition}"));
+        hpc_core::paths::create_private_dir(&folder)?;
+        let dest = folder.join(PART_FILE);
+        let tmp = folder.join(format!(".{PART_FILE}.tmp.{}", std::process::id()));
+        Ok(PartFile {
+            tmp,
+            dest,
+            writer: None,
+            file: None,
+        })
+    }
+
+    fn write(&mut self, df: &DataFrame) -> Result<()> {
+        if self.writer.is_none() {
+            let f = hpc_core::paths::create_private_file(&self.tmp)?;
+            self.file = Some(
+                f.try_clone()
+                    .ctx(|| format!("cannot open {}", self.tmp.display()))?,
+            );
+            let w = ParquetWriter::new(BufWriter::with_capacity(1 << 20, f))
+                .batched(df.schema())
+                .map_err(polars_err(self.tmp.display()))?;
+            self.writer = Some(w);
+        }
+        if let Some(w) = self.writer.as_mut() {
+            w.write_batch(df).map_err(polars_err(self.tmp.display()))?;
+        }
+        Ok(())
+    }
+
+    /// Finishes the file and moves it into place; returns its size.
+    fn commit(mut self) -> Result<u64> {
+        let (Some(w), Some(f)) = (self.writer.take(), self.file.take()) else {
+            return Ok(0);
+        };
+        // Writing the footer flushes the buffer into the file.
+        w.finish().map_err(polars_err(self.tmp.display()))?;
+        drop(w);
+        f.sync_all()
+            .ctx(|| format!("cannot sync {}", self.tmp.display()))?;
+        let bytes = f
+            .metadata()
+            .ctx(|| format!("cannot stat {}", self.tmp.display()))?
+            .len();
+        fs::rename(&self.tmp, &self.dest)
+            .ctx(|| format!("cannot rename to {}", self.dest.display()))?;
+        Ok(bytes)
+    }
+}
+
+impl Drop for PartFile {
+    fn drop(&mut self) {
+        // Still here: not committed (an error on the way), so nothing of it
+        // may stay behind.
+        if self.tmp.exists() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Exports the jobs matching `filter` as hive-partitioned Parquet under `dir`:
+/// `dir/end_date=YYYY-MM-DD/part-0.parquet` (the UTC date of `end_ts`; jobs
+/// without an end go to `end_date=__HIVE_DEFAULT_PARTITION__`). Every column
+/// of the jobs table but `ingested_at` (times as Int64 epoch seconds), plus
+/// `tool` (from the job's `analysis` record, else its name). Each partition
+/// file is written to a private temporary file and renamed into place, so a
+/// re-export replaces the partitions it writes; files of dates no longer
+/// exported stay.
+pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> Result<ExportStats> {
+    hpc_core::paths::create_private_dir(dir)?;
+    let (cond, ps) = filter.sql();
+    let cols: Vec<String> = COLUMNS
+        .iter()
+        .map(|(c, _)| match *c {
+            "group" => "\"group\"".to_string(),
+            "tool" => TOOL_SQL.to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    // The end_ts index gives the rows in date order (jobs without an end first).
+    let sql = format!(
+        "SELECT {} FROM jobs WHERE {cond} ORDER BY end_ts",
+        cols.join(", ")
+    );
+    let end_col = COLUMNS
+        .iter()
+        .position(|(c, _)| *c == "end_ts")
+        .expect("end_ts is exported");
+    let id_col = COLUMNS
+        .iter()
+        .position(|(c, _)| *c == "job_id_raw")
+        .expect("job_id_raw is exported");
+
+    let mut st = store.conn().prepare(&sql)?;
+    let mut rows = st.query(rusqlite::params_from_iter(ps))?;
+    let mut bufs: Vec<Buf> = COLUMNS.iter().map(|(_, k)| Buf::new(*k)).collect();
+    let mut stats = ExportStats::default();
+    let mut held = 0usize;
+    // The current partition: its day (None: no end) and file.
+    let mut current: Option<(Option<i64>, PartFile)> = None;
+
+    let flush = |bufs: &mut Vec<Buf>, held: &mut usize, part: &mut PartFile| -> Result<()> {
+        if *held == 0 {
+            return Ok(());
+        }
+        let columns: Vec<Column> = bufs
+            .iter_mut()
+            .zip(COLUMNS)
+            .map(|(b, (name, _))| b.take(name))
+            .collect();
+        let df = DataFrame::new(*held, columns).map_err(polars_err("cannot build a batch"))?;
+        part.write(&df)?;
+        *held = 0;
+        Ok(())
+    };
+
+    while let Some(r) = rows.next()? {
+        let end: Option<i64> = match r.get_ref(end_col)? {
+            ValueRef::Integer(i) => Some(i),
+            ValueRef::Real(f) => Some(f as i64),
+            _ => None,
+        };
+        let day = end.map(|e| e.div_euclid(86_400));
+        let new_day = match &current {
+            Some((d, _)) => *d != day,
+            None => true,
+        };
+        if new_day {
+            if let Some((_, mut part)) = current.take() {
+                flush(&mut bufs, &mut held, &mut part)?;
+                stats.bytes += part.commit()?;
+                stats.partitions += 1;
+            }
+            let name = match end {
+                Some(e) => utc_date(e),
+                None => DEFAULT_PARTITION.to_string(),
+            };
+            current = Some((day, PartFile::create(dir, &name)?));
+        }
+        let job = match r.get_ref(id_col)? {
+            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            _ => String::new(),
+        };
+        for (i, (b, (name, _))) in bufs.iter_mut().zip(COLUMNS).enumerate() {
+            b.push(r.get_ref(i)?, name, &job)?;
+        }
+        held += 1;
+        stats.jobs += 1;
+        if held >= ROW_GROUP {
+            if let Some((_, part)) = current.as_mut() {
+                flush(&mut bufs, &mut held, part)?;
+            }
+        }
+    }
+    if let Some((_, mut part)) = current.take() {
+        flush(&mut bufs, &mut held, &mut part)?;
+        stats.bytes += part.commit()?;
+        stats.partitions += 1;
+    }
+    Ok(stats)
+}
+
+/// The Parquet files of a dataset, skipping the partitions whose date cannot
+/// match the filter's dates. Errors when `dir` is missing or holds no files.
+fn dataset_files(dir: &Path, filter: &JobFilter) -> Result<Vec<PathBuf>> {
+    let entries = fs::read_dir(dir).ctx(|| {
+        format!(
+            "no Parquet dataset at {} (hpc-store export --parquet writes one)",
+            dir.display()
+        )
+    })?;
+    // A job ending at or after `since` ends on or after since's date; one
+    // ending before `until` ends on or before the date of the second before.
+    let first = filter.since.map(utc_date);
+    let last = filter.until.map(|u| utc_date(u - 1));
+    let mut found = 0usize;
+    let mut files = Vec::new();
+    let mut folders: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    folders.sort();
+    for folder in folders {
+        let Some(name) = folder.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some(value) = name
+            .strip_prefix(PARTITION_KEY)
+            .and_then(|v| v.strip_prefix('='))
+        else {
+            continue;
+        };
+        if !folder.is_dir() {
+            continue;
+        }
+        let mut parts: Vec<PathBuf> = fs::read_dir(&folder)
+            .ctx(|| format!("cannot read {}", folder.display()))?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_file()
+                    && p.extension().is_some_and(|x| x == "parquet")
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| !n.starts_with('.'))
+            })
+            .collect();
+        found += parts.len();
+        // Dated folders outside the range hold no matching job; the default
+        // partition (no end) is decided by the submit time, so always read.
+        let is_date =
+            value.len() == 10 && value.as_bytes()[4] == b'-' && value.as_bytes()[7] == b'-';
+        if is_date
+            && (first.as_deref().is_some_and(|f| value < f)
+                || last.as_deref().is_some_and(|l| value > l))
+        {
+            continue;
+        }
+        parts.sort();
+        files.append(&mut parts);
+    }
+    if found == 0 {
+        return Err(Error::Other(format!(
+            "{} holds no Parquet dataset ({PARTITION_KEY}=*/*.parquet; hpc-store export --parquet writes one)",
+            dir.display()
+        )));
+    }
+    Ok(files)
+}
+
+/// The filter as a polars predicate (None: every job). The date conditions
+/// are COALESCE(end_ts, submit_ts) compared with the bound, written so that
+/// polars can check them against the Parquet statistics of `end_ts`.
+fn predicate(filter: &JobFilter) -> Option<Expr> {
+    let mut conds = Vec::new();
+    if let Some(u) = &filter.user {
+        conds.push(col("user").eq(lit(u.as_str())));
+    }
+    if let Some(p) = &filter.partition {
+        conds.push(col("partition").eq(lit(p.as_str())));
+    }
+    let ended_or_submitted = |cmp: &dyn Fn(Expr) -> Expr| {
+        cmp(col("end_ts")).or(col("end_ts").is_null().and(cmp(col("submit_ts"))))
+    };
+    if let Some(s) = filter.since {
+        conds.push(ended_or_submitted(&|c: Expr| c.gt_eq(lit(s))));
+    }
+    if let Some(u) = filter.until {
+        conds.push(ended_or_submitted(&|c: Expr| c.lt(lit(u))));
+    }
+    conds.into_iter().reduce(Expr::and)
+}
+
+/// `sum(value where known is not null)`, nulls counting as 0.
+fn sum_known(value: Expr, known: &str) -> Expr {
+    when(col(known).is_not_null())
+        .then(value)
+        .otherwise(lit(NULL))
+        .sum()
+}
+
+/// The names of [`Partial`]'s sums in the aggregated frame.
+const SUMS: [&str; 9] = [
+    "__jobs",
+    "__cpu_h",
+    "__cpu_h_known",
+    "__cpu_used_h",
+    "__cpu_wasted_h",
+    "__mem_gbh",
+    "__mem_gbh_known",
+    "__mem_wasted_gbh",
+    "__gpu_h",
+];
+
+/// Reads a dataset written by [`export`] and returns the same raw rows as
+/// [`crate::report::sqlite_rows`]: grouped by the raw key column (and the
+/// account when grouping by group), with the sums of [`Partial`].
+pub fn parquet_rows(dir: &Path, by: By, filter: &JobFilter) -> Result<Vec<RawRow>> {
+    let files = dataset_files(dir, filter)?;
+    if files.is_empty() {
+        // Every partition was outside the dates.
+        return Ok(Vec::new());
+    }
+    let paths = files
+        .iter()
+        .map(|p| PlRefPath::try_from_path(p))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(polars_err(dir.display()))?;
+    let args = ScanArgsParquet {
+        hive_options: HiveOptions::new_disabled(),
+        ..Default::default()
+    };
+    let mut lf = LazyFrame::scan_parquet_files(paths.into_iter().collect(), args)
+        .map_err(polars_err(dir.display()))?;
+    if let Some(p) = predicate(filter) {
+        lf = lf.filter(p);
+    }
+    let key = raw_key_sql(by);
+    let mut keys = vec![col(key)];
+    if by == By::Group {
+        keys.push(col("account"));
+    }
+    let real = |e: Expr| e.cast(DataType::Float64);
+    let aggs: Vec<Expr> = [
+        len(),
+        col("cpu_hours_reserved").sum(),
+        sum_known(col("cpu_hours_reserved"), "total_cpu_s"),
+        sum_known(col("total_cpu_s") / lit(3600.0), "cpu_hours_reserved"),
+        col("cpu_hours_wasted").sum(),
+        col("mem_gb_hours_reserved").sum(),
+        sum_known(col("mem_gb_hours_reserved"), "mem_gb_hours_wasted"),
+        col("mem_gb_hours_wasted").sum(),
+        col("gpu_hours_reserved").sum(),
+    ]
+    .into_iter()
+    .zip(SUMS)
+    .map(|(e, name)| real(e).alias(name))
+    .collect();
+    let df = lf
+        .group_by(keys)
+        .agg(aggs)
+        .collect()
+        .map_err(polars_err(dir.display()))?;
+
+    let text = |name: &str| -> Result<Vec<Option<String>>> {
+        let c = df.column(name).map_err(polars_err(name))?;
+        let c = c.cast(&DataType::String).map_err(polars_err(name))?;
+        Ok(c.str()
+            .map_err(polars_err(name))?
+            .iter()
+            .map(|v| v.map(str::to_owned))
+            .collect())
+    };
+    let keys = text(key)?;
+    let accounts = if by == By::Group {
+        text("account")?
+    } else {
+        vec![None; df.height()]
+    };
+    let mut sums: Vec<Vec<f64>> = Vec::with_capacity(SUMS.len());
+    for name in SUMS {
+        let c = df.column(name).map_err(polars_err(name))?;
+        sums.push(
+            c.f64()
+                .map_err(polars_err(name))?
+                .iter()
+                .map(|v| v.unwrap_or(0.0))
+                .collect(),
+        );
+    }
+    Ok(keys
+        .into_iter()
+        .zip(accounts)
+        .enumerate()
+        .map(|(i, (key, account))| RawRow {
+            key,
+            account,
+            sums: Partial {
+                jobs: sums[0][i],
+                cpu_h: sums[1][i],
+                cpu_h_known: sums[2][i],
+                cpu_used_h: sums[3][i],
+                cpu_wasted_h: sums[4][i],
+                mem_gbh: sums[5][i],
+                mem_gbh_known: sums[6][i],
+                mem_wasted_gbh: sums[7][i],
+                gpu_h: sums[8][i],
+            },
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_utc_days() {
+        assert_eq!(utc_date(0), "1970-01-01");
+        assert_eq!(utc_date(86_399), "1970-01-01");
+        assert_eq!(utc_date(1_767_225_600), "2026-01-01");
+        assert_eq!(utc_date(-1), "1969-12-31");
+    }
+
+    #[test]
+    fn missing_and_empty_folders_are_named() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("nope");
+        let e = parquet_rows(&missing, By::User, &JobFilter::default()).unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+        let e = parquet_rows(d.path(), By::User, &JobFilter::default()).unwrap_err();
+        assert!(
+            e.to_string().contains(&d.path().display().to_string()),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn partitions_outside_the_dates_are_skipped() {
+        let d = tempfile::tempdir().unwrap();
+        for p in [
+            "end_date=2026-01-01",
+            "end_date=2026-01-02",
+            "end_date=__HIVE_DEFAULT_PARTITION__",
+        ] {
+            fs::create_dir(d.path().join(p)).unwrap();
+            fs::write(d.path().join(p).join(PART_FILE), b"x").unwrap();
+            fs::write(d.path().join(p).join(".part-0.parquet.tmp.1"), b"x").unwrap();
+        }
+        let day2 = 1_767_225_600 + 86_400;
+        let f = JobFilter {
+            since: Some(day2),
+            ..Default::default()
+        };
+        let files = dataset_files(d.path(), &f).unwrap();
+        assert_eq!(files.len(), 2);
+        assert!(files
+            .iter()
+            .all(|p| !p.to_string_lossy().contains("2026-01-01")));
+        let f = JobFilter {
+            until: Some(day2),
+            ..Default::default()
+        };
+        let files = dataset_files(d.path(), &f).unwrap();
+        assert_eq!(files.len(), 2);
+        assert!(files
+            .iter()
+            .all(|p| !p.to_string_lossy().contains("2026-01-02")));
+    }
+}

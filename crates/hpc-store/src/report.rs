@@ -1,0 +1,695 @@
+//! Efficiency reports: jobs, CPU, memory and GPU hours, efficiencies and
+//! waste, grouped by user, account, group, partition, node, state or tool.
+//!
+//! Both back ends (SQLite here, Parquet in [`crate::parquet`]) produce the
+//! same [`Partial`] sums per raw key; [`finish`] maps raw keys to report
+//! keys (a user to its group, a node list to its nodes) and computes the
+//! efficiencies from the sums, so the two give the same table.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::Path;
+
+use hpc_core::store::{JobFilter, Store};
+use hpc_core::{Error, IoContext, Result};
+use serde_json::{Map, Value};
+
+/// What a report groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    /// The submitting user.
+    User,
+    /// The account charged.
+    Account,
+    /// The user's group from the mapping file, else the account.
+    Group,
+    /// The partition.
+    Partition,
+    /// Each node of the job's node list (hours split evenly over its nodes).
+    Node,
+    /// The normalised state.
+    State,
+    /// The tool from an `analysis` record of the job, else the job name.
+    Tool,
+}
+
+impl std::str::FromStr for By {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<By, String> {
+        Ok(match s {
+            "user" => By::User,
+            "account" => By::Account,
+            "group" => By::Group,
+            "partition" => By::Partition,
+            "node" => By::Node,
+            "state" => By::State,
+            "tool" => By::Tool,
+            _ => {
+                return Err(format!(
+                    "'{s}': not one of user, account, group, partition, node, state, tool"
+                ))
+            }
+        })
+    }
+}
+
+impl By {
+    /// The column name of the key in the output.
+    pub fn name(self) -> &'static str {
+        match self {
+            By::User => "user",
+            By::Account => "account",
+            By::Group => "group",
+            By::Partition => "partition",
+            By::Node => "node",
+            By::State => "state",
+            By::Tool => "tool",
+        }
+    }
+}
+
+/// Additive sums over a set of jobs. Efficiencies are computed from these,
+/// weighted by reserved hours, only over jobs where usage is known.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Partial {
+    /// Jobs.
+    pub jobs: f64,
+    /// CPU-hours reserved.
+    pub cpu_h: f64,
+    /// CPU-hours reserved by jobs whose CPU use is known.
+    pub cpu_h_known: f64,
+    /// CPU-hours used (TotalCPU) by those jobs.
+    pub cpu_used_h: f64,
+    /// CPU-hours wasted.
+    pub cpu_wasted_h: f64,
+    /// Memory GiB-hours reserved.
+    pub mem_gbh: f64,
+    /// Memory GiB-hours reserved by jobs whose peak is known.
+    pub mem_gbh_known: f64,
+    /// Memory GiB-hours wasted.
+    pub mem_wasted_gbh: f64,
+    /// GPU-hours reserved.
+    pub gpu_h: f64,
+}
+
+impl Partial {
+    /// Adds `o` with its hours scaled by `w`; jobs are counted whole.
+    fn add_scaled(&mut self, o: &Partial, w: f64) {
+        self.jobs += o.jobs;
+        self.cpu_h += o.cpu_h * w;
+        self.cpu_h_known += o.cpu_h_known * w;
+        self.cpu_used_h += o.cpu_used_h * w;
+        self.cpu_wasted_h += o.cpu_wasted_h * w;
+        self.mem_gbh += o.mem_gbh * w;
+        self.mem_gbh_known += o.mem_gbh_known * w;
+        self.mem_wasted_gbh += o.mem_wasted_gbh * w;
+        self.gpu_h += o.gpu_h * w;
+    }
+}
+
+/// One raw group from a back end: the raw key (user, account, node list,
+/// ...), the account (for group fallback) and the sums.
+#[derive(Debug, Clone)]
+pub struct RawRow {
+    /// The raw key (`None` when the jobs have no value).
+    pub key: Option<String>,
+    /// The account, used when grouping by group and the user has no mapping.
+    pub account: Option<String>,
+    /// The sums.
+    pub sums: Partial,
+}
+
+/// One line of a report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The group's key.
+    pub key: String,
+    /// The sums.
+    pub sums: Partial,
+}
+
+impl Row {
+    /// CPU efficiency in percent, over jobs with known CPU use.
+    pub fn cpu_eff(&self) -> Option<f64> {
+        (self.sums.cpu_h_known > 0.0).then(|| 100.0 * self.sums.cpu_used_h / self.sums.cpu_h_known)
+    }
+    /// Memory efficiency in percent, over jobs with a known peak.
+    pub fn mem_eff(&self) -> Option<f64> {
+        (self.sums.mem_gbh_known > 0.0).then(|| {
+            100.0 * (self.sums.mem_gbh_known - self.sums.mem_wasted_gbh) / self.sums.mem_gbh_known
+        })
+    }
+}
+
+/// user -> group, from a mapping file.
+pub type Groups = HashMap<String, String>;
+
+/// Reads a user-to-group mapping: one `user group` pair a line (separated by
+/// whitespace, `,` or `:`), `#` comments and blank lines ignored.
+pub fn read_groups(path: &Path) -> Result<Groups> {
+    let text = std::fs::read_to_string(path).ctx(|| format!("cannot read {}", path.display()))?;
+    let mut g = Groups::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut parts = line
+            .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
+            .filter(|p| !p.is_empty());
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(u), Some(grp), None) => {
+                g.insert(u.to_string(), grp.to_string());
+            }
+            _ => {
+                return Err(Error::Other(format!(
+                    "{}: line {}: expected 'user group'",
+                    path.display(),
+                    i + 1
+                )))
+            }
+        }
+    }
+    Ok(g)
+}
+
+/// The column of the raw key in the jobs table (and the Parquet files).
+pub fn raw_key_sql(by: By) -> &'static str {
+    match by {
+        By::User | By::Group => "user",
+        By::Account => "account",
+        By::Partition => "partition",
+        By::Node => "node_list",
+        By::State => "state",
+        By::Tool => "tool",
+    }
+}
+
+/// The SQL sums of [`Partial`], in field order.
+pub const SUMS_SQL: &str = "count(*),
+    total(cpu_hours_reserved),
+    total(CASE WHEN total_cpu_s IS NOT NULL THEN cpu_hours_reserved END),
+    total(CASE WHEN cpu_hours_reserved IS NOT NULL THEN total_cpu_s / 3600.0 END),
+    total(cpu_hours_wasted),
+    total(mem_gb_hours_reserved),
+    total(CASE WHEN mem_gb_hours_wasted IS NOT NULL THEN mem_gb_hours_reserved END),
+    total(mem_gb_hours_wasted),
+    total(gpu_hours_reserved)";
+
+/// The raw rows from the SQLite store.
+pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> Result<Vec<RawRow>> {
+    let (cond, ps) = filter.sql();
+    let key = match by {
+        By::Tool => TOOL_SQL,
+        other => raw_key_sql(other),
+    };
+    let account = if by == By::Group { "account" } else { "NULL" };
+    let sql = format!(
+        "SELECT {key} AS k, {account} AS a, {SUMS_SQL} FROM jobs WHERE {cond} GROUP BY k, a"
+    );
+    let mut st = store.conn().prepare(&sql)?;
+    let rows = st.query_map(rusqlite::params_from_iter(ps), |r| {
+        Ok(RawRow {
+            key: r.get(0)?,
+            account: r.get(1)?,
+            sums: Partial {
+                jobs: r.get::<_, i64>(2)? as f64,
+                cpu_h: r.get(3)?,
+                cpu_h_known: r.get(4)?,
+                cpu_used_h: r.get(5)?,
+                cpu_wasted_h: r.get(6)?,
+                mem_gbh: r.get(7)?,
+                mem_gbh_known: r.get(8)?,
+                mem_wasted_gbh: r.get(9)?,
+                gpu_h: r.get(10)?,
+            },
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// The key shown for jobs without a value.
+pub const NONE_KEY: &str = "(none)";
+
+/// Maps raw rows to report rows, sorted by CPU-hours (largest first), then key.
+pub fn finish(by: By, raw: Vec<RawRow>, groups: &Groups) -> Result<Vec<Row>> {
+    let mut acc: BTreeMap<String, Partial> = BTreeMap::new();
+    for r in raw {
+        match by {
+            By::Node => {
+                let hosts = match &r.key {
+                    Some(list) => hpc_core::slurm::expand_hostlist(list, 100_000)
+                        .map_err(|e| Error::Other(format!("node list {e}")))?,
+                    None => Vec::new(),
+                };
+                if hosts.is_empty() {
+                    acc.entry(NONE_KEY.into())
+                        .or_default()
+                        .add_scaled(&r.sums, 1.0);
+                    continue;
+                }
+                // Every node counts the job; hours are split evenly.
+                let w = 1.0 / hosts.len() as f64;
+                for h in hosts {
+                    acc.entry(h).or_default().add_scaled(&r.sums, w);
+                }
+            }
+            By::Group => {
+                let key = r
+                    .key
+                    .as_ref()
+                    .and_then(|u| groups.get(u).cloned())
+                    .or(r.account.clone())
+                    .unwrap_or_else(|| NONE_KEY.into());
+                acc.entry(key).or_default().add_scaled(&r.sums, 1.0);
+            }
+            _ => {
+                let key = r.key.unwrap_or_else(|| NONE_KEY.into());
+                acc.entry(key).or_default().add_scaled(&r.sums, 1.0);
+            }
+        }
+    }
+    let mut rows: Vec<Row> = acc
+        .into_iter()
+        .map(|(key, sums)| Row { key, sums })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.sums
+            .cpu_h
+            .partial_cmp(&a.sums.cpu_h)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then_with(|| a.key.cmp(&b.key))
+    });
+    Ok(rows)
+}
+
+/// Output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Aligned columns for a terminal (80 columns).
+    Table,
+    /// CSV with a header.
+    Csv,
+    /// One JSON object a line (`kind: report`).
+    Ndjson,
+    /// A Markdown table.
+    Md,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Format, String> {
+        Ok(match s {
+            "table" => Format::Table,
+            "csv" => Format::Csv,
+            "ndjson" => Format::Ndjson,
+            "md" => Format::Md,
+            _ => return Err(format!("'{s}': not one of table, csv, ndjson, md")),
+        })
+    }
+}
+
+/// The data columns of a report, after the key.
+pub const COLUMNS: [&str; 8] = [
+    "jobs",
+    "cpu_h",
+    "cpu_eff",
+    "cpu_wasted_h",
+    "mem_gbh",
+    "mem_eff",
+    "mem_wasted_gbh",
+    "gpu_h",
+];
+
+fn values(r: &Row) -> [Option<f64>; 8] {
+    let s = &r.sums;
+    [
+        Some(s.jobs),
+        Some(s.cpu_h),
+        r.cpu_eff(),
+        Some(s.cpu_wasted_h),
+        Some(s.mem_gbh),
+        r.mem_eff(),
+        Some(s.mem_wasted_gbh),
+        Some(s.gpu_h),
+    ]
+}
+
+fn fmt_num(col: &str, v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if col == "jobs" => format!("{v:.0}"),
+        Some(v) => format!("{v:.1}"),
+    }
+}
+
+/// A number in at most `width` characters for the terminal table: one
+/// decimal while it fits, then whole numbers, then k, M, G units.
+fn compact(col: &str, v: Option<f64>, width: usize) -> String {
+    let plain = fmt_num(col, v);
+    let Some(v) = v else { return plain };
+    if plain.len() <= width {
+        return plain;
+    }
+    let whole = format!("{v:.0}");
+    if whole.len() <= width {
+        return whole;
+    }
+    for (div, unit) in [(1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T")] {
+        for places in [1, 0] {
+            let t = format!("{:.places$}{unit}", v / div);
+            if t.len() <= width {
+                return t;
+            }
+        }
+    }
+    format!("{v:.0e}")
+}
+
+/// Makes a key safe for a terminal: control characters become `?`, and long
+/// keys are cut to `width` with an ellipsis.
+fn show_key(k: &str, width: usize) -> String {
+    let clean: String = k
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if clean.chars().count() <= width {
+        return clean;
+    }
+    let mut cut: String = clean.chars().take(width.saturating_sub(1)).collect();
+    cut.push('~');
+    cut
+}
+
+fn md_escape(k: &str) -> String {
+    let mut out = String::with_capacity(k.len());
+    for c in k.chars() {
+        match c {
+            '|' | '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Writes the report in the chosen format.
+pub fn write(out: &mut dyn Write, by: By, rows: &[Row], format: Format) -> Result<()> {
+    let key = by.name();
+    match format {
+        Format::Table => {
+            // key (14) + 8 columns: fits 80 columns.
+            let widths = [7usize, 9, 7, 10, 9, 7, 10, 7];
+            let heads = [
+                "jobs",
+                "cpu_h",
+                "cpu%",
+                "cpu_waste",
+                "mem_gbh",
+                "mem%",
+                "mem_waste",
+                "gpu_h",
+            ];
+            write!(out, "{:<14}", key)?;
+            for (h, w) in heads.iter().zip(widths) {
+                write!(out, " {h:>w$}", w = w - 1)?;
+            }
+            writeln!(out)?;
+            let mut total = Row {
+                key: "TOTAL".into(),
+                sums: Partial::default(),
+            };
+            for r in rows {
+                total.sums.add_scaled(&r.sums, 1.0);
+                write!(out, "{:<14}", show_key(&r.key, 14))?;
+                for ((c, v), w) in COLUMNS.iter().zip(values(r)).zip(widths) {
+                    write!(out, " {:>w$}", compact(c, v, w - 1), w = w - 1)?;
+                }
+                writeln!(out)?;
+            }
+            if by != By::Node && rows.len() > 1 {
+                write!(out, "{:<14}", "TOTAL")?;
+                for ((c, v), w) in COLUMNS.iter().zip(values(&total)).zip(widths) {
+                    write!(out, " {:>w$}", compact(c, v, w - 1), w = w - 1)?;
+                }
+                writeln!(out)?;
+            }
+        }
+        Format::Md => {
+            writeln!(out, "| {key} | {} |", COLUMNS.join(" | "))?;
+            writeln!(out, "|---|{}", "---:|".repeat(COLUMNS.len()))?;
+            for r in rows {
+                let cells: Vec<String> = COLUMNS
+                    .iter()
+                    .zip(values(r))
+                    .map(|(c, v)| fmt_num(c, v))
+                    .collect();
+                writeln!(out, "| {} | {} |", md_escape(&r.key), cells.join(" | "))?;
+            }
+        }
+        Format::Csv | Format::Ndjson => {
+            let maps: Vec<Map<String, Value>> = rows
+                .iter()
+                .map(|r| {
+                    let mut m = Map::new();
+                    if format == Format::Ndjson {
+                        m.insert("kind".into(), "report".into());
+                        m.insert("by".into(), key.into());
+                    }
+                    m.insert(key.into(), r.key.clone().into());
+                    for (c, v) in COLUMNS.iter().zip(values(r)) {
+                        let v = match v {
+                            None => Value::Null,
+                            Some(x) if *c == "jobs" => Value::from(x.round() as i64),
+                            Some(x) => Value::from((x * 1e6).round() / 1e6),
+                        };
+                        m.insert((*c).into(), v);
+                    }
+                    m
+                })
+                .collect();
+            if format == Format::Csv {
+                let mut cols = vec![key.to_string()];
+                cols.extend(COLUMNS.iter().map(|c| c.to_string()));
+                hpc_core::csvio::write_csv(&mut *out, &cols, &maps)?;
+            } else {
+                for m in maps {
+                    serde_json::to_writer(&mut *out, &m)?;
+                    out.write_all(b"\n")?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// A cell of a generic table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// Text (escaped for the format when written).
+    Text(String),
+    /// A number, written with `places` decimals in tables.
+    Num(Option<f64>, usize),
+}
+
+/// Writes a generic table (flags, history) in the chosen format. In the
+/// terminal table the last column is cut to keep lines within 80 columns.
+pub fn write_table(
+    out: &mut dyn Write,
+    kind: &str,
+    cols: &[&str],
+    rows: &[Vec<Cell>],
+    format: Format,
+) -> Result<()> {
+    let text = |c: &Cell| match c {
+        Cell::Text(t) => t.clone(),
+        Cell::Num(None, _) => "-".into(),
+        Cell::Num(Some(v), p) => format!("{v:.p$}", p = *p),
+    };
+    match format {
+        Format::Table => {
+            let mut widths: Vec<usize> = cols.iter().map(|c| c.len()).collect();
+            for r in rows {
+                for (w, c) in widths.iter_mut().zip(r) {
+                    *w = (*w).max(text(c).chars().count());
+                }
+            }
+            let n = widths.len();
+            for w in widths.iter_mut().take(n.saturating_sub(1)) {
+                *w = (*w).min(24);
+            }
+            let used: usize = widths.iter().take(n.saturating_sub(1)).map(|w| w + 1).sum();
+            if let Some(last) = widths.last_mut() {
+                *last = (*last).min(80usize.saturating_sub(used).max(8));
+            }
+            let line = |cells: Vec<String>, out: &mut dyn Write| -> Result<()> {
+                let mut parts = Vec::new();
+                for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+                    let c = show_key(c, *w);
+                    if i + 1 == n {
+                        parts.push(c);
+                    } else if rows
+                        .first()
+                        .is_some_and(|r| matches!(r.get(i), Some(Cell::Num(..))))
+                    {
+                        parts.push(format!("{c:>w$}"));
+                    } else {
+                        parts.push(format!("{c:<w$}"));
+                    }
+                }
+                writeln!(out, "{}", parts.join(" ").trim_end())?;
+                Ok(())
+            };
+            line(cols.iter().map(|c| c.to_string()).collect(), out)?;
+            for r in rows {
+                line(r.iter().map(text).collect(), out)?;
+            }
+        }
+        Format::Md => {
+            writeln!(out, "| {} |", cols.join(" | "))?;
+            writeln!(out, "|{}", "---|".repeat(cols.len()))?;
+            for r in rows {
+                let cells: Vec<String> = r.iter().map(|c| md_escape(&text(c))).collect();
+                writeln!(out, "| {} |", cells.join(" | "))?;
+            }
+        }
+        Format::Csv | Format::Ndjson => {
+            let maps: Vec<Map<String, Value>> = rows
+                .iter()
+                .map(|r| {
+                    let mut m = Map::new();
+                    if format == Format::Ndjson {
+                        m.insert("kind".into(), kind.into());
+                    }
+                    for (c, v) in cols.iter().zip(r) {
+                        let v = match v {
+                            Cell::Text(t) => Value::from(t.clone()),
+                            Cell::Num(Some(n), 0) if n.fract() == 0.0 => Value::from(*n as i64),
+                            Cell::Num(n, _) => n.map_or(Value::Null, Value::from),
+                        };
+                        m.insert((*c).into(), v);
+                    }
+                    m
+                })
+                .collect();
+            if format == Format::Csv {
+                let cols: Vec<String> = cols.iter().map(|c| c.to_string()).collect();
+                hpc_core::csvio::write_csv(&mut *out, &cols, &maps)?;
+            } else {
+                for m in maps {
+                    serde_json::to_writer(&mut *out, &m)?;
+                    out.write_all(b"\n")?;
+                }
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The tool of a job in SQL: the `tool` (or first of `tools`) of its
+/// analysis record, else its job name.
+pub const TOOL_SQL: &str =
+    "COALESCE((SELECT COALESCE(json_extract(r.json, '$.tool'), json_extract(r.json, '$.tools[0]'))
+    FROM records r WHERE r.kind = 'analysis' AND r.job_id = jobs.job_id_raw), job_name)";
+
+/// The value at quantile `q` (0..=1) of sorted values, by linear interpolation.
+pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let pos = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(key: &str, account: &str, jobs: f64, cpu_h: f64) -> RawRow {
+        RawRow {
+            key: Some(key.into()),
+            account: Some(account.into()),
+            sums: Partial {
+                jobs,
+                cpu_h,
+                cpu_h_known: cpu_h,
+                cpu_used_h: cpu_h / 2.0,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn quantiles_interpolate() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0];
+        assert_eq!(quantile(&v, 0.5), Some(3.0));
+        assert_eq!(quantile(&v, 0.9), Some(4.6));
+        assert_eq!(quantile(&v, 0.0), Some(1.0));
+        assert_eq!(quantile(&[], 0.5), None);
+    }
+
+    #[test]
+    fn groups_map_users_and_fall_back_to_the_account() {
+        let mut g = Groups::new();
+        g.insert("alice".into(), "physics".into());
+        let rows = finish(
+            By::Group,
+            vec![
+                raw("alice", "a1", 2.0, 10.0),
+                raw("bob", "a2", 1.0, 4.0),
+                raw("carol", "a2", 1.0, 2.0),
+            ],
+            &g,
+        )
+        .unwrap();
+        assert_eq!(rows[0].key, "physics");
+        assert_eq!(rows[1].key, "a2");
+        assert_eq!(rows[1].sums.jobs, 2.0);
+        assert_eq!(rows[1].sums.cpu_h, 6.0);
+        assert_eq!(rows[1].cpu_eff(), Some(50.0));
+    }
+
+    #[test]
+    fn nodes_split_hours_and_count_jobs_each() {
+        let rows = finish(
+            By::Node,
+            vec![raw("n[1-2]", "", 1.0, 10.0), raw("n2", "", 1.0, 1.0)],
+            &Groups::new(),
+        )
+        .unwrap();
+        let n2 = rows.iter().find(|r| r.key == "n2").unwrap();
+        assert_eq!((n2.sums.jobs, n2.sums.cpu_h), (2.0, 6.0));
+        let n1 = rows.iter().find(|r| r.key == "n1").unwrap();
+        assert_eq!((n1.sums.jobs, n1.sums.cpu_h), (1.0, 5.0));
+    }
+
+    #[test]
+    fn table_fits_80_columns_and_escapes_keys() {
+        let rows = finish(
+            By::User,
+            vec![
+                raw("a-very-long-user-name-indeed", "", 123456.0, 12345678.6),
+                raw("x\u{1b}[31m", "", 1.0, 1.0),
+            ],
+            &Groups::new(),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        write(&mut out, By::User, &rows, Format::Table).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for l in text.lines() {
+            assert!(l.chars().count() <= 80, "{l:?} is {} wide", l.len());
+        }
+        assert!(!text.contains('\u{1b}'));
+        let rows = finish(By::User, vec![raw("a|b", "", 1.0, 1.0)], &Groups::new()).unwrap();
+        let mut out = Vec::new();
+        write(&mut out, By::User, &rows, Format::Md).unwrap();
+        assert!(String::from_utf8(out).unwrap().contains("| a\\|b |"));
+    }
+}
