@@ -39,11 +39,33 @@ for m in man/*.1; do
 done
 
 step "shell scripts (shellcheck)"
-shellcheck bin-wrappers/* tests/*.sh bench/*.sh
+shellcheck bin-wrappers/* tests/*.sh tests/slurm/*.sh bench/*.sh
 
 step "every binary has a man page"
 for main in crates/*/src/main.rs; do
   bin=$(basename "$(dirname "$(dirname "$main")")")
   [ -f "man/$bin.1" ] || { echo "no man page for $bin" >&2; exit 1; }
 done
+
+step "real SLURM integration (tests/slurm/run.sh)"
+# Needs root and apt (it installs and starts a one-node cluster, then stops
+# it); exit 77 means it cannot run here. HPC_SKIP_SLURM=1 skips it.
+if [ "${HPC_SKIP_SLURM:-0}" = 1 ]; then
+  echo "skipped: HPC_SKIP_SLURM=1" >&2
+else
+  slurm_log=$(mktemp)
+  set +e
+  bash tests/slurm/run.sh 2>&1 | tee "$slurm_log"
+  slurm_rc=${PIPESTATUS[0]}
+  set -e
+  if [ "$slurm_rc" -eq 77 ]; then
+    echo "skipped: $(tail -n 1 "$slurm_log")" >&2
+  fi
+  rm -f "$slurm_log"
+  if [ "$slurm_rc" -ne 0 ] && [ "$slurm_rc" -ne 77 ]; then
+    echo "tests/slurm/run.sh failed (exit $slurm_rc)" >&2
+    exit 1
+  fi
+fi
+
 echo "tests/run.sh: all checks passed" >&2

@@ -245,7 +245,7 @@ fn parse_all(
                 }
                 Ok(Parsed::Step(key, step)) => match current.as_mut() {
                     Some(p) if p.key() == key => p.add_step(step),
-                    _ if rejected_key.as_deref() == Some(key.as_str()) => {
+                    _ if rejected_key.as_deref() == Some(key) => {
                         rejects.reject(
                             name,
                             line.number,

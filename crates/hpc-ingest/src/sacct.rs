@@ -146,12 +146,12 @@ pub struct ParseOpts {
 }
 
 /// One input line split into its fields.
-struct Fields<'a> {
-    f: &'a [&'a str],
-    cols: &'a Columns,
+struct Fields<'s, 'a> {
+    f: &'s [&'a str],
+    cols: &'s Columns,
 }
 
-impl<'a> Fields<'a> {
+impl<'a> Fields<'_, 'a> {
     fn get(&self, c: Col) -> Option<&'a str> {
         self.cols.pos[c as usize].map(|i| self.f[i])
     }
@@ -196,7 +196,7 @@ fn bad(field: &str, reason: String) -> String {
     format!("{field} {reason}")
 }
 
-fn u32_field(fs: &Fields<'_>, c: Col, name: &str) -> Result<Option<u32>, String> {
+fn u32_field(fs: &Fields<'_, '_>, c: Col, name: &str) -> Result<Option<u32>, String> {
     match fs.get(c) {
         None => Ok(None),
         Some(s) => match slurm::parse_count(s).map_err(|e| bad(name, e))? {
@@ -208,7 +208,7 @@ fn u32_field(fs: &Fields<'_>, c: Col, name: &str) -> Result<Option<u32>, String>
     }
 }
 
-fn timestamp(fs: &Fields<'_>, c: Col, name: &str, off: i64) -> Result<Option<String>, String> {
+fn timestamp(fs: &Fields<'_, '_>, c: Col, name: &str, off: i64) -> Result<Option<String>, String> {
     match fs.get(c) {
         None => Ok(None),
         Some(s) => Ok(slurm::parse_timestamp(s, off)
@@ -217,7 +217,7 @@ fn timestamp(fs: &Fields<'_>, c: Col, name: &str, off: i64) -> Result<Option<Str
     }
 }
 
-fn duration(fs: &Fields<'_>, c: Col, name: &str) -> Result<Option<f64>, String> {
+fn duration(fs: &Fields<'_, '_>, c: Col, name: &str) -> Result<Option<f64>, String> {
     match fs.get(c) {
         None => Ok(None),
         Some(s) => slurm::parse_duration(s).map_err(|e| bad(name, e)),
@@ -236,13 +236,12 @@ fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 pub fn split_line<'a>(line: &'a str, delim: &str, buf: &mut Vec<&'a str>) {
     buf.clear();
     if let [d] = delim.as_bytes() {
-        // The common single-byte case, by hand: `str::split` is slower here.
+        // The common single-byte case: memchr finds the delimiters faster
+        // than `str::split`.
         let mut start = 0;
-        for (i, &b) in line.as_bytes().iter().enumerate() {
-            if b == *d {
-                buf.push(&line[start..i]);
-                start = i + 1;
-            }
+        for i in memchr::memchr_iter(*d, line.as_bytes()) {
+            buf.push(&line[start..i]);
+            start = i + 1;
         }
         buf.push(&line[start..]);
     } else {
@@ -252,11 +251,11 @@ pub fn split_line<'a>(line: &'a str, delim: &str, buf: &mut Vec<&'a str>) {
 
 /// Turns a job line into a pending job, or a step line into a contribution
 /// to the current one.
-pub enum Parsed {
+pub enum Parsed<'a> {
     /// A job line: a new job starts.
     Job(Box<Pending>),
     /// A step line of the job with this key.
-    Step(String, StepLine),
+    Step(&'a str, StepLine),
 }
 
 /// What a step line contributes.
@@ -268,7 +267,11 @@ pub struct StepLine {
 }
 
 /// Parses one split line.
-pub fn parse_line(fields: &[&str], cols: &Columns, opts: &ParseOpts) -> Result<Parsed, String> {
+pub fn parse_line<'a>(
+    fields: &[&'a str],
+    cols: &Columns,
+    opts: &ParseOpts,
+) -> Result<Parsed<'a>, String> {
     let fs = Fields { f: fields, cols };
     let id_text = fs.get(Col::JobId).unwrap_or("");
     let id = slurm::parse_job_id(id_text).map_err(|e| bad("JobID", e))?;
@@ -282,7 +285,7 @@ pub fn parse_line(fields: &[&str], cols: &Columns, opts: &ParseOpts) -> Result<P
     let cpu_s = duration(&fs, Col::TotalCpu, "TotalCPU")?;
     if id.step.is_some() {
         return Ok(Parsed::Step(
-            id.job.to_owned(),
+            id.job,
             StepLine {
                 max_rss_mb: max_rss,
                 ntasks,

@@ -1,0 +1,284 @@
+#!/usr/bin/env bash
+# tests/slurm/run.sh: the tools against a real SLURM with accounting.
+#
+# Brings up the single-node cluster of harness.sh, runs real batch jobs with
+# the debug binaries and the bin-wrappers on PATH, and checks what lands in
+# the spool and the database. Prints `ok - ...` / `not ok - ...` per check and
+# a last line `N passed, M failed`; exits 1 when a check failed, 77 when the
+# harness cannot run here (not root, no apt), and brings the cluster down at
+# the end unless KEEP_SLURM=1.
+#
+# Environment: CARGO_TARGET_DIR (default ~/.cache/hpc-sizer/target; the debug
+# binaries are built when missing), KEEP_SLURM=1, HPC_SLURM_JOB_TIMEOUT
+# (seconds a job may take to reach a final accounting state, default 120).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+harness=$here/harness.sh
+job_timeout=${HPC_SLURM_JOB_TIMEOUT:-120}
+t_begin=$SECONDS
+
+passed=0
+failed=0
+ok() {
+    passed=$((passed + 1))
+    echo "ok - $*"
+}
+not_ok() {
+    failed=$((failed + 1))
+    echo "not ok - $*"
+}
+# check <description> <command...>
+check() {
+    local what=$1
+    shift
+    if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+# finish: bring the cluster down (so that the count is the last line), report.
+finish() {
+    trap - EXIT
+    if [ "${KEEP_SLURM:-0}" = 1 ]; then
+        echo "# KEEP_SLURM=1: the cluster stays up (bash $harness down)"
+    else
+        local down_out rc
+        down_out=$(timeout 120 bash "$harness" down 2>&1)
+        rc=$?
+        printf '%s\n' "$down_out" | sed 's/^/# /'
+        check "cluster down (harness.sh down exited $rc)" [ "$rc" -eq 0 ]
+    fi
+    if [ "$failed" -eq 0 ] && [ "${KEEP_SLURM:-0}" != 1 ]; then
+        rm -rf "$work"
+        echo "# $((SECONDS - t_begin)) s in all"
+    else
+        echo "# $((SECONDS - t_begin)) s in all; the files are in $work"
+    fi
+    echo "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ] || exit 1
+    exit 0
+}
+
+work=$(mktemp -d /tmp/hpc-sizer-slurm.XXXXXX)
+chmod 755 "$work"
+# shellcheck disable=SC2317 # called by the EXIT trap
+cluster_down() {
+    if [ "${KEEP_SLURM:-0}" = 1 ]; then
+        echo "# KEEP_SLURM=1: the cluster stays up (bash $harness down)"
+    else
+        timeout 120 bash "$harness" down 2>&1 | sed 's/^/# /'
+    fi
+}
+trap cluster_down EXIT
+trap 'exit 130' INT TERM HUP
+
+# ---------------------------------------------------------------- the cluster
+up_out=$(timeout 900 bash "$harness" up 2>&1)
+rc=$?
+if [ "$rc" -eq 77 ]; then
+    trap - EXIT
+    rm -rf "$work"
+    printf '%s\n' "$up_out" | tail -n 1
+    exit 77
+fi
+printf '%s\n' "$up_out" | sed 's/^/# /'
+if [ "$rc" -ne 0 ]; then
+    not_ok "cluster up (harness.sh up exited $rc)"
+    finish
+fi
+ok "cluster up in $((SECONDS - t_begin)) s"
+cgroup_mode=$(cat "${HPC_SLURM_STATE:-/run/hpc-sizer-slurm}/cgroup_mode" 2>/dev/null || echo v1)
+
+# ---------------------------------------------------------------- the tools
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
+bin=$CARGO_TARGET_DIR/debug
+tools=(hpc-ingest hpc-store hpc-probe hpc-merge hpc-flags)
+for t in "${tools[@]}"; do
+    if [ ! -x "$bin/$t" ]; then
+        echo "# building the debug binaries in $CARGO_TARGET_DIR"
+        (cd "$root" && cargo build -q -p hpc-ingest -p hpc-store -p hpc-probe -p hpc-merge -p hpc-flags) >&2
+        break
+    fi
+done
+for t in "${tools[@]}"; do
+    [ -x "$bin/$t" ] || {
+        not_ok "binary $bin/$t exists"
+        finish
+    }
+done
+export PATH="$bin:$root/bin-wrappers:$PATH"
+export HPC_SIZER_SPOOL=$work/spool
+export XDG_DATA_HOME=$work/data
+export HPC_SIZER_DB=$work/hpc-sizer.db
+DB=$HPC_SIZER_DB
+host=$(hostname -s 2>/dev/null || hostname)
+
+# json_has <file> <python expression over r>: some NDJSON record matches.
+# shellcheck disable=SC2317 # called through check
+json_has() {
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+path, cond = sys.argv[1], sys.argv[2]
+try:
+    lines = open(path).read().splitlines()
+except OSError:
+    sys.exit(1)
+for line in lines:
+    if line.strip():
+        r = json.loads(line)
+        if eval(cond, {}, {"r": r}):
+            sys.exit(0)
+sys.exit(1)
+EOF
+}
+
+# final_state <jobid>: wait until sacct shows a final state; print it.
+final_state() {
+    local deadline=$((SECONDS + job_timeout)) st=""
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        st=$(timeout 10 sacct -n -X -P -o State -j "$1" 2>/dev/null | head -n 1)
+        case $st in
+            '' | PENDING | RUNNING | REQUEUED | RESIZING | SUSPENDED | COMPLETING | CONFIGURING) ;;
+            *)
+                # The step lines (MaxRSS) come with the job's end; wait until
+                # the batch step is final too.
+                if timeout 10 sacct -n -P -o JobID,State -j "$1" 2>/dev/null |
+                    grep -q "^$1\.batch|[A-Z]" &&
+                    ! timeout 10 sacct -n -P -o State -j "$1" 2>/dev/null | grep -qx RUNNING; then
+                    echo "$st"
+                    return 0
+                fi
+                ;;
+        esac
+        sleep 1
+    done
+    echo "${st:-none}"
+    return 1
+}
+
+submit() {
+    local out id
+    out=$(timeout 30 sbatch --parsable --export=ALL "$@" 2>&1) || {
+        echo "# sbatch failed: $out" >&2
+        return 1
+    }
+    id=${out%%;*}
+    echo "$id"
+}
+
+# ---------------------------------------------------------------- (a) a monitored job
+cat >"$work/job-a.sh" <<'EOF'
+#!/bin/bash
+#SBATCH --job-name=hpcs-mem300
+#SBATCH --mem=1G
+#SBATCH --ntasks=1
+hpc-monitor start --interval 1
+python3 -c '
+import time
+block = b"\1" * (300 << 20)   # 300 MiB, every page written
+time.sleep(6)
+print(len(block) >> 20, "MiB held")
+'
+hpc-monitor stop
+EOF
+# ---------------------------------------------------------------- (b) over its limit
+cat >"$work/job-b.sh" <<'EOF'
+#!/bin/bash
+#SBATCH --job-name=hpcs-oom
+#SBATCH --mem=200M
+#SBATCH --ntasks=1
+python3 -c '
+import time
+held = []
+for _ in range(20):
+    held.append(b"\1" * (20 << 20))   # 20 MiB at a time, 400 MiB in all
+    time.sleep(0.1)
+time.sleep(2)
+'
+EOF
+
+cd "$work" || exit 1
+job_a=$(submit -o "$work/a-%j.out" "$work/job-a.sh")
+job_b=""
+[ "$cgroup_mode" = v1 ] && job_b=$(submit -o "$work/b-%j.out" "$work/job-b.sh")
+if [ -z "$job_a" ]; then
+    not_ok "sbatch job (a)"
+    finish
+fi
+echo "# submitted job (a) $job_a${job_b:+ and job (b) $job_b}"
+
+state_a=$(final_state "$job_a")
+check "job (a) $job_a ended COMPLETED in sacct (got $state_a)" [ "$state_a" = COMPLETED ]
+sed 's/^/#   a: /' "$work/a-$job_a.out" 2>/dev/null
+
+node_file=$HPC_SIZER_SPOOL/$job_a/$host.ndjson
+check "node file $node_file has a meta record" json_has "$node_file" 'r.get("kind") == "meta"'
+nsamples=$(grep -c '"kind":"sample"' "$node_file" 2>/dev/null)
+check "node file has samples ($nsamples)" [ "${nsamples:-0}" -ge 3 ]
+
+fin_out=$(timeout 120 hpc-finalize "$job_a" --db "$DB" 2>&1)
+rc=$?
+check "hpc-finalize $job_a --db exits 0 (exit $rc)" [ "$rc" -eq 0 ]
+[ -n "$fin_out" ] && printf '%s\n' "$fin_out" | sed 's/^/#   finalize: /'
+
+timeout 60 hpc-store --db "$DB" dump --kind job >"$work/jobs-a.ndjson" 2>"$work/dump.err"
+rss=$(python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if str(r.get("job_id_raw")) == sys.argv[2]:
+        print(r.get("state"), r.get("max_rss_mb"))' "$work/jobs-a.ndjson" "$job_a" 2>/dev/null)
+check "database has job $job_a from sacct, COMPLETED, max_rss_mb in 280..400 (got: ${rss:-none})" \
+    json_has "$work/jobs-a.ndjson" "str(r.get('job_id_raw')) == '$job_a' and r.get('state') == 'COMPLETED' and 280 <= (r.get('max_rss_mb') or 0) <= 400"
+
+timeout 60 hpc-store --db "$DB" dump --kind summary >"$work/summaries-a.ndjson" 2>>"$work/dump.err"
+peak=$(python3 -c '
+import json, sys
+print(" ".join(str(json.loads(l).get("peak_rss_mb")) for l in open(sys.argv[1]) if l.strip()))' "$work/summaries-a.ndjson" 2>/dev/null)
+check "database has a summary of job $job_a with peak_rss_mb in 280..400 (got: ${peak:-none})" \
+    json_has "$work/summaries-a.ndjson" "str(r.get('job_id')) == '$job_a' and 280 <= (r.get('peak_rss_mb') or 0) <= 400"
+
+series=$HPC_SIZER_SPOOL/archive/$job_a.series.ndjson.gz
+series_n=$(gzip -dc "$series" 2>/dev/null | grep -c '"kind":"sample"')
+check "archive series $series has samples ($series_n)" [ "${series_n:-0}" -ge 1 ]
+
+# ---------------------------------------------------------------- (b)
+if [ -n "$job_b" ]; then
+    state_b=$(final_state "$job_b")
+    check "job (b) $job_b over --mem=200M ended OUT_OF_MEMORY (got $state_b)" [ "$state_b" = OUT_OF_MEMORY ]
+    timeout 30 sacct -P -o "$(hpc-ingest --sacct-format)" -j "$job_b" 2>/dev/null |
+        hpc-ingest --ndjson 2>/dev/null | hpc-flags >"$work/flags-b.ndjson" 2>/dev/null
+    check "sacct | hpc-ingest --ndjson | hpc-flags gives an oom_killed flag for job $job_b" \
+        json_has "$work/flags-b.ndjson" "r.get('kind') == 'flag' and r.get('flag') == 'oom_killed' and str(r.get('job_id')) == '$job_b'"
+else
+    ok "job (b) skipped: no cgroup v1 memory controller here, so no OUT_OF_MEMORY state # SKIP"
+fi
+
+# ---------------------------------------------------------------- (c) harvest
+jobs_count() {
+    timeout 60 hpc-store --db "$DB" status 2>/dev/null | sed -n 's/^jobs: \([0-9][0-9]*\).*/\1/p'
+}
+harvest_out=$(timeout 120 hpc-harvest --db "$DB" 2>&1)
+rc=$?
+check "hpc-harvest --db exits 0 (exit $rc)" [ "$rc" -eq 0 ]
+[ -n "$harvest_out" ] && printf '%s\n' "$harvest_out" | sed 's/^/#   harvest: /'
+timeout 60 hpc-store --db "$DB" status >"$work/status.txt" 2>&1
+sed 's/^/#   status: /' "$work/status.txt"
+count1=$(jobs_count)
+timeout 60 hpc-store --db "$DB" dump --kind job >"$work/jobs-c.ndjson" 2>>"$work/dump.err"
+for id in "$job_a" $job_b; do
+    check "after hpc-harvest the database has job $id" \
+        json_has "$work/jobs-c.ndjson" "str(r.get('job_id_raw')) == '$id' and r.get('is_final') in (True, 1)"
+done
+check "hpc-store status counts the jobs (jobs: ${count1:-none})" [ "${count1:-0}" -ge 2 ]
+
+# ---------------------------------------------------------------- (d) again
+timeout 120 hpc-harvest --db "$DB" >/dev/null 2>&1
+rc=$?
+count2=$(jobs_count)
+timeout 60 hpc-store --db "$DB" dump --kind job >"$work/jobs-d.ndjson" 2>>"$work/dump.err"
+same=0
+[ "$rc" -eq 0 ] && [ -n "$count2" ] && [ "$count1" = "$count2" ] && same=1
+check "hpc-harvest again exits 0 (exit $rc) and keeps the job count ($count1 -> $count2)" [ "$same" = 1 ]
+check "hpc-harvest again leaves the job records unchanged" cmp -s "$work/jobs-c.ndjson" "$work/jobs-d.ndjson"
+
+finish
