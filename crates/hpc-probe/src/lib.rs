@@ -440,9 +440,15 @@ fn build_meta(
         Value::from(opts.sys_root.display().to_string()),
     );
     Meta {
+        // Outside SLURM a run still needs an id to be merged and stored by:
+        // `local-<start>-<pid>` cannot collide with a SLURM job id.
         job_id: match &opts.target {
             Target::Job(id) => Some(id.clone()),
-            _ => opts.env.job_id.clone(),
+            _ => opts
+                .env
+                .job_id
+                .clone()
+                .or_else(|| Some(format!("local-{}-{}", start as u64, std::process::id()))),
         },
         step: opts.env.step.clone(),
         host: host.to_string(),

@@ -182,6 +182,10 @@ fn command_exit_status_is_passed_through() {
     assert_eq!(recs[0]["kind"], "meta");
     assert_eq!(recs[0]["target"], "command");
     assert!(!samples(&recs).is_empty(), "a last sample");
+    // Outside SLURM the run gets a local id that merge and store can key on.
+    let id = recs[0]["job_id"].as_str().unwrap();
+    assert!(id.starts_with("local-"), "{id}");
+    assert!(samples(&recs).iter().all(|s| s["job_id"] == id));
     let o = run(&["--", "/nonexistent/cmd"]);
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));
 }
