@@ -109,6 +109,29 @@ pub(crate) const NUMA: usize = idx("numa_miss_rate");
 pub(crate) const CPI: usize = idx("cpi");
 pub(crate) const CACHE: usize = idx("cache_miss_rate");
 
+/// The fields of each kind lie together, in this order (checked below), so
+/// that the per-sample and per-bin loops run over ranges of one kind.
+pub(crate) const LEVELS: std::ops::Range<usize> = 0..5;
+pub(crate) const RATES: std::ops::Range<usize> = 5..14;
+pub(crate) const CUMULATIVE: std::ops::Range<usize> = 14..19;
+pub(crate) const RATIOS: std::ops::Range<usize> = 19..NF;
+
+const _: () = {
+    let mut k = 0;
+    while k < NF {
+        let ok = match FIELDS[k].kind {
+            Kind::Level => k < LEVELS.end,
+            Kind::Rate => k >= RATES.start && k < RATES.end,
+            Kind::Cumulative => k >= CUMULATIVE.start && k < CUMULATIVE.end,
+            Kind::Ratio => k >= RATIOS.start && k < RATIOS.end,
+        };
+        assert!(ok, "FIELDS are not grouped by kind as the ranges say");
+        k += 1;
+    }
+    assert!(LEVELS.start == 0 && LEVELS.end == RATES.start);
+    assert!(RATES.end == CUMULATIVE.start && CUMULATIVE.end == RATIOS.start);
+};
+
 /// One node's bins on the absolute grid `floor(t / step)`.
 pub(crate) struct NodeBins {
     pub step: f64,
@@ -251,36 +274,45 @@ impl NodeBins {
         self.t_max = self.t_max.max(t);
         let row = &mut self.vals[i * NF..(i + 1) * NF];
         let cnt = &mut self.cnts[i * NF..(i + 1) * NF];
-        for (k, f) in FIELDS.iter().enumerate() {
-            let x = v[k];
-            if x.is_nan() {
-                continue;
-            }
-            let cur = row[k];
-            row[k] = match f.kind {
-                Kind::Level => {
-                    if cur.is_nan() || x > cur {
-                        x
-                    } else {
-                        cur
-                    }
-                }
-                Kind::Rate | Kind::Ratio => {
-                    if cur.is_nan() {
-                        x
-                    } else {
-                        cur + x
-                    }
-                }
-                Kind::Cumulative => {
-                    if cur.is_nan() || newest {
-                        x
-                    } else {
-                        cur
-                    }
-                }
+        // Branch-free per kind: an absent value (NaN) leaves the bin as is.
+        for k in LEVELS {
+            let (x, cur) = (v[k], row[k]);
+            row[k] = if !x.is_nan() && (cur.is_nan() || x > cur) {
+                x
+            } else {
+                cur
             };
-            cnt[k] += 1;
+        }
+        for k in RATES.start..CUMULATIVE.start {
+            let (x, cur) = (v[k], row[k]);
+            row[k] = if x.is_nan() {
+                cur
+            } else if cur.is_nan() {
+                x
+            } else {
+                cur + x
+            };
+        }
+        for k in CUMULATIVE {
+            let (x, cur) = (v[k], row[k]);
+            row[k] = if !x.is_nan() && (cur.is_nan() || newest) {
+                x
+            } else {
+                cur
+            };
+        }
+        for k in RATIOS {
+            let (x, cur) = (v[k], row[k]);
+            row[k] = if x.is_nan() {
+                cur
+            } else if cur.is_nan() {
+                x
+            } else {
+                cur + x
+            };
+        }
+        for k in 0..NF {
+            cnt[k] += u32::from(!v[k].is_nan());
         }
         if !v[RSS].is_nan() && (self.peak_rss.is_nan() || v[RSS] > self.peak_rss) {
             self.peak_rss = v[RSS];
@@ -328,56 +360,107 @@ impl NodeBins {
         let mut out = [f64::NAN; NF];
         for i in 0..self.len() {
             let tl = self.t_last[i];
-            let row = &self.vals[i * NF..(i + 1) * NF];
-            let cnt = &self.cnts[i * NF..(i + 1) * NF];
+            let row: &[f64; NF] = self.vals[i * NF..(i + 1) * NF].try_into().unwrap();
+            let cnt: &[u32; NF] = self.cnts[i * NF..(i + 1) * NF].try_into().unwrap();
             let bin_t = (self.base + i as i64) as f64 * self.step;
-            let mut cur = [f64::NAN; NF];
-            if !tl.is_nan() {
-                for (k, fd) in FIELDS.iter().enumerate() {
-                    cur[k] = match fd.kind {
-                        Kind::Rate | Kind::Ratio if cnt[k] > 0 => row[k] / cnt[k] as f64,
-                        _ => row[k],
-                    };
+            // A bin's values: a level or cumulative value as it is, the
+            // mean of rates and ratios (a single sample is its own). An
+            // empty bin holds NaN only.
+            let mean = |k: usize| {
+                if cnt[k] > 1 {
+                    row[k] / cnt[k] as f64
+                } else {
+                    row[k]
                 }
-                let cpu = sum_present(cur[CPU_USER], cur[CPU_SYS]);
-                if cur[CORES].is_nan() && !cpu.is_nan() && !prev_cpu.1.is_nan() {
+            };
+            let mut cores = mean(CORES);
+            if !tl.is_nan() {
+                let cpu = sum_present(row[CPU_USER], row[CPU_SYS]);
+                if cores.is_nan() && !cpu.is_nan() && !prev_cpu.1.is_nan() {
                     let dt = tl - prev_cpu.0;
                     if dt > 0.0 && cpu >= prev_cpu.1 {
-                        cur[CORES] = (cpu - prev_cpu.1) / dt;
+                        cores = (cpu - prev_cpu.1) / dt;
                     }
                 }
                 if !cpu.is_nan() {
                     prev_cpu = (tl, cpu);
                 }
             }
-            for (k, fd) in FIELDS.iter().enumerate() {
-                let x = cur[k];
-                if fd.kind == Kind::Cumulative {
-                    out[k] = if x.is_nan() {
-                        f64::NAN
-                    } else if last_cum[k].is_nan() || x < last_cum[k] {
-                        // First value, or a counter reset: count from zero.
-                        x
-                    } else {
-                        x - last_cum[k]
-                    };
-                    if !x.is_nan() {
-                        last_cum[k] = x;
-                    }
-                    continue;
-                }
-                if !x.is_nan() {
-                    last[k] = x;
-                    last_t[k] = tl;
-                    out[k] = x;
-                } else if !last[k].is_nan() && bin_t - last_t[k] <= hold_s {
-                    out[k] = last[k];
+            // Levels, rates and ratios: the value, else the last one while
+            // it is held (a NaN last value gives NaN either way).
+            for k in LEVELS {
+                hold(
+                    k,
+                    row[k],
+                    tl,
+                    bin_t,
+                    hold_s,
+                    &mut last,
+                    &mut last_t,
+                    &mut out,
+                );
+            }
+            for k in RATES {
+                let x = if k == CORES { cores } else { mean(k) };
+                hold(k, x, tl, bin_t, hold_s, &mut last, &mut last_t, &mut out);
+            }
+            for k in RATIOS {
+                hold(
+                    k,
+                    mean(k),
+                    tl,
+                    bin_t,
+                    hold_s,
+                    &mut last,
+                    &mut last_t,
+                    &mut out,
+                );
+            }
+            for k in CUMULATIVE {
+                let x = row[k];
+                let lc = last_cum[k];
+                out[k] = if x.is_nan() {
+                    f64::NAN
+                } else if lc.is_nan() || x < lc {
+                    // First value, or a counter reset: count from zero.
+                    x
                 } else {
-                    out[k] = f64::NAN;
+                    x - lc
+                };
+                if !x.is_nan() {
+                    last_cum[k] = x;
                 }
             }
             f(i, &out);
         }
+    }
+}
+
+/// One held field of [`NodeBins::walk`]: `x` when present, else the last
+/// value while it is at most `hold_s` old.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn hold(
+    k: usize,
+    x: f64,
+    tl: f64,
+    bin_t: f64,
+    hold_s: f64,
+    last: &mut [f64; NF],
+    last_t: &mut [f64; NF],
+    out: &mut [f64; NF],
+) {
+    let have = !x.is_nan();
+    out[k] = if have {
+        x
+    } else if bin_t - last_t[k] <= hold_s {
+        last[k]
+    } else {
+        f64::NAN
+    };
+    if have {
+        last[k] = x;
+        last_t[k] = tl;
     }
 }
 
@@ -443,10 +526,9 @@ impl Aggregate {
         let s = &mut self.sums[i * NF..(i + 1) * NF];
         let c = &mut self.cnts[i * NF..(i + 1) * NF];
         for k in 0..NF {
-            if !v[k].is_nan() {
-                s[k] += v[k];
-                c[k] = c[k].saturating_add(1);
-            }
+            let have = !v[k].is_nan();
+            s[k] = if have { s[k] + v[k] } else { s[k] };
+            c[k] = c[k].saturating_add(u16::from(have));
         }
     }
 

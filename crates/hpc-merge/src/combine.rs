@@ -552,10 +552,9 @@ pub(crate) fn fold_node(
     b.walk(hold_s, |i, v| {
         agg.add(first + i as i64, v);
         for (k, x) in v.iter().enumerate() {
-            if !x.is_nan() {
-                acc.sum[k] += x;
-                acc.n[k] += 1;
-            }
+            let have = !x.is_nan();
+            acc.sum[k] = if have { acc.sum[k] + x } else { acc.sum[k] };
+            acc.n[k] += u64::from(have);
         }
     });
     let integral = |k: usize| acc.total(k).map(|s| s * step);

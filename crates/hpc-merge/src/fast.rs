@@ -71,8 +71,40 @@ fn is_number_char(c: u8) -> bool {
     matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
 }
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The 8 bytes of `b` from `i` as a little-endian word, padded with zero
+/// bytes past the end of `b`.
+#[inline(always)]
+fn load8(b: &[u8], i: usize) -> u64 {
+    match b.get(i..i + 8) {
+        Some(s) => u64::from_le_bytes(s.try_into().unwrap_or([0; 8])),
+        None => {
+            let mut a = [0u8; 8];
+            let rest = b.get(i..).unwrap_or(&[]);
+            a[..rest.len()].copy_from_slice(rest);
+            u64::from_le_bytes(a)
+        }
+    }
+}
+
+/// Reads a run of digits from `b[i]`: the run's end and `m` extended by its
+/// digits (wrapping; callers cap the digit count). A plain loop: the digit
+/// counts of one file's lines repeat, so its branches predict well, which
+/// measured faster than reading eight digits at a time.
+#[inline(always)]
+fn digits(b: &[u8], mut i: usize, mut m: u64) -> (usize, u64) {
+    while i < b.len() && b[i].is_ascii_digit() {
+        m = m.wrapping_mul(10).wrapping_add(u64::from(b[i] - b'0'));
+        i += 1;
+    }
+    (i, m)
+}
+
 /// Reads the number that starts at `b[start]` in one pass when it is a
 /// plain decimal of up to 15 digits; returns it and where it ends.
+#[inline(always)]
 fn number_at(b: &[u8], start: usize) -> Option<(f64, usize)> {
     let mut i = start;
     let neg = b.get(i) == Some(&b'-');
@@ -80,27 +112,29 @@ fn number_at(b: &[u8], start: usize) -> Option<(f64, usize)> {
         i += 1;
     }
     let from = i;
-    let mut m: u64 = 0;
-    while i < b.len() && b[i].is_ascii_digit() {
-        m = m.wrapping_mul(10).wrapping_add(u64::from(b[i] - b'0'));
-        i += 1;
-    }
+    let (e, mut m) = digits(b, i, 0);
+    i = e;
     let int_digits = i - from;
     let mut frac = 0;
     if i < b.len() && b[i] == b'.' {
         i += 1;
         let f0 = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            m = m.wrapping_mul(10).wrapping_add(u64::from(b[i] - b'0'));
-            i += 1;
-        }
+        (i, m) = digits(b, i, m);
         frac = i - f0;
     }
     let done = i >= b.len() || !is_number_char(b[i]);
     if done && int_digits > 0 && (1..=15).contains(&(int_digits + frac)) && b[i - 1] != b'.' {
-        let v = m as f64 / POW10[frac];
+        // Below 2^53: the signed conversion is exact and one instruction.
+        let v = m as i64 as f64 / POW10[frac];
         return Some((if neg { -v } else { v }, i));
     }
+    number_rest(b, start)
+}
+
+/// The rest of [`number_at`]: the number's extent, then [`number`].
+#[cold]
+#[inline(never)]
+fn number_rest(b: &[u8], start: usize) -> Option<(f64, usize)> {
     let mut j = start;
     while j < b.len() && is_number_char(b[j]) {
         j += 1;
@@ -108,37 +142,163 @@ fn number_at(b: &[u8], start: usize) -> Option<(f64, usize)> {
     number(&b[start..j]).map(|v| (v, j))
 }
 
-/// The index in `FIELDS` of a key.
-fn field_index(key: &[u8]) -> Option<usize> {
-    FIELDS.iter().position(|f| f.name.as_bytes() == key)
+/// What a key names: a field of `FIELDS` (its index), one of the keys
+/// below, or nothing hpc-merge reads.
+const K_T: u8 = NF as u8;
+const K_KIND: u8 = NF as u8 + 1;
+const K_HOST: u8 = NF as u8 + 2;
+const K_JOB: u8 = NF as u8 + 3;
+const K_OTHER: u8 = u8::MAX;
+
+/// The ids of the keys read, by the length of the key (`K_OTHER` ends a
+/// row); built at compile time, which also checks that the rows suffice.
+const fn key_table() -> [[u8; 8]; 24] {
+    let mut t = [[K_OTHER; 8]; 24];
+    let mut i = 0;
+    while i < NF + 4 {
+        let len = if i < NF {
+            FIELDS[i].name.len()
+        } else if i == K_T as usize {
+            1
+        } else if i == K_JOB as usize {
+            6
+        } else {
+            4
+        };
+        let mut j = 0;
+        while t[len][j] != K_OTHER {
+            j += 1;
+        }
+        t[len][j] = i as u8;
+        i += 1;
+    }
+    t
+}
+const KEYS_BY_LEN: [[u8; 8]; 24] = key_table();
+
+fn key_name(id: u8) -> &'static [u8] {
+    match id {
+        K_T => b"t",
+        K_KIND => b"kind",
+        K_HOST => b"host",
+        K_JOB => b"job_id",
+        f => FIELDS[f as usize].name.as_bytes(),
+    }
+}
+
+/// The id of a key (see `K_T`), among the candidates of its length.
+#[inline(always)]
+fn key_id(key: &[u8]) -> u8 {
+    let Some(row) = KEYS_BY_LEN.get(key.len()) else {
+        return K_OTHER;
+    };
+    for &id in row {
+        if id == K_OTHER {
+            break;
+        }
+        if key_name(id) == key {
+            return id;
+        }
+    }
+    K_OTHER
+}
+
+/// The first 16 bytes of the key at `b[at..at + len]`, as two words with
+/// the bytes past the key cleared.
+#[inline(always)]
+fn key_words(b: &[u8], at: usize, len: usize) -> [u64; 2] {
+    let mask = |n: usize| match n {
+        0 => 0,
+        1..=7 => (1u64 << (8 * n)) - 1,
+        _ => u64::MAX,
+    };
+    [
+        load8(b, at) & mask(len),
+        load8(b, at + 8) & mask(len.saturating_sub(8)),
+    ]
 }
 
 /// Remembers which field the key at each position of the previous line was:
 /// lines of one file put their keys in the same order, so most keys cost one
-/// comparison instead of a search.
+/// comparison (of two words) instead of a search.
 #[derive(Default)]
 pub(crate) struct KeyCache {
-    slots: Vec<(Box<[u8]>, Option<usize>)>,
+    slots: Vec<KeySlot>,
 }
 
-impl KeyCache {
-    fn lookup(&mut self, pos: usize, key: &[u8]) -> Option<usize> {
-        if let Some((k, f)) = self.slots.get(pos) {
-            if **k == *key {
-                return *f;
-            }
+#[derive(Clone)]
+struct KeySlot {
+    len: usize,
+    words: [u64; 2],
+    /// The whole key, for keys longer than the words.
+    long: Box<[u8]>,
+    id: u8,
+}
+
+impl Default for KeySlot {
+    fn default() -> Self {
+        KeySlot {
+            len: 0,
+            words: [0; 2],
+            long: Box::default(),
+            id: K_OTHER,
         }
-        let f = field_index(key);
-        if pos < 64 {
-            if self.slots.len() <= pos {
-                self.slots.resize(pos + 1, (Box::default(), None));
-            }
-            self.slots[pos] = (key.into(), f);
-        }
-        f
     }
 }
 
+impl KeyCache {
+    /// When the key starting at `b[at]` (after its opening quote) is the
+    /// short key seen at this position of the previous line: its id and
+    /// its closing quote. The cached key holds no quote, backslash or
+    /// non-ASCII byte, so matching its bytes and the quote after them is
+    /// the same as scanning for the end.
+    #[inline(always)]
+    fn hit(&self, pos: usize, b: &[u8], at: usize) -> Option<(u8, usize)> {
+        let s = self.slots.get(pos)?;
+        let end = at + s.len;
+        (s.len <= 16 && b.get(end) == Some(&b'"') && key_words(b, at, s.len) == s.words)
+            .then_some((s.id, end))
+    }
+
+    /// The id of the key `b[at..end]`, the `pos`-th of its line.
+    #[inline(always)]
+    fn lookup(&mut self, pos: usize, b: &[u8], at: usize, end: usize) -> u8 {
+        let len = end - at;
+        let words = key_words(b, at, len);
+        if let Some(s) = self.slots.get(pos) {
+            if s.len == len && s.words == words && (len <= 16 || *s.long == b[at..end]) {
+                return s.id;
+            }
+        }
+        self.miss(pos, &b[at..end], words)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn miss(&mut self, pos: usize, key: &[u8], words: [u64; 2]) -> u8 {
+        let id = key_id(key);
+        // Only ASCII keys are kept, for `hit`.
+        if pos < 64 && key.is_ascii() {
+            if self.slots.len() <= pos {
+                self.slots.resize(pos + 1, KeySlot::default());
+            }
+            self.slots[pos] = KeySlot {
+                len: key.len(),
+                words,
+                long: if key.len() > 16 {
+                    key.into()
+                } else {
+                    Box::default()
+                },
+                id,
+            };
+        }
+        id
+    }
+}
+
+/// Bytes that may be skipped between JSON tokens.
+#[inline(always)]
 fn skip_ws(b: &[u8], mut i: usize) -> usize {
     while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\r' | b'\n') {
         i += 1;
@@ -147,30 +307,100 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 }
 
 /// A plain string starting after its opening quote: its end (the closing
-/// quote's index), or `None` when it holds an escape.
-fn plain_string(b: &[u8], i: usize) -> Option<usize> {
-    let rest = &b[i..];
-    let end = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
-    (rest[end] == b'"').then_some(i + end)
+/// quote's index), or `None` when it holds an escape (or, with `ASCII`, a
+/// byte that is not ASCII). Eight bytes at a time.
+#[inline(always)]
+fn plain_string<const ASCII: bool>(b: &[u8], mut i: usize) -> Option<usize> {
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    loop {
+        if i >= b.len() {
+            return None;
+        }
+        let w = load8(b, i);
+        let mut hit =
+            has_zero(w ^ (ONES * u64::from(b'"'))) | has_zero(w ^ (ONES * u64::from(b'\\')));
+        if ASCII {
+            hit |= w & HIGHS;
+        }
+        if hit != 0 {
+            let at = i + (hit.trailing_zeros() / 8) as usize;
+            // Zero padding past the end matches nothing but itself.
+            return (at < b.len() && b[at] == b'"').then_some(at);
+        }
+        i += 8;
+    }
+}
+
+/// A flat line as bytes: `kind`, `host` and `job_id` are plain strings.
+pub(crate) struct FastBytes<'a> {
+    pub kind: Option<&'a [u8]>,
+    pub t: Option<f64>,
+    pub host: Option<&'a [u8]>,
+    pub job_id: Option<&'a [u8]>,
+    pub values: [f64; NF],
 }
 
 /// Reads a flat object; `None` sends the line to serde_json.
 pub(crate) fn parse<'a>(line: &'a str, cache: &mut KeyCache) -> Option<FastLine<'a>> {
-    let b = line.as_bytes();
-    let mut out = FastLine {
-        kind: None,
-        t: None,
-        host: None,
-        job_id: None,
-        values: [f64::NAN; NF],
+    let mut f = FastBytes::new();
+    if !parse_into::<false>(line.as_bytes(), cache, &mut f) {
+        return None;
+    }
+    // The strings lie between ASCII quotes of a `str`: whole characters.
+    let s = |v: Option<&[u8]>| -> Option<Option<&'a str>> {
+        match v {
+            None => Some(None),
+            Some(v) => {
+                let at = v.as_ptr() as usize - line.as_ptr() as usize;
+                line.get(at..at + v.len()).map(Some)
+            }
+        }
     };
+    Some(FastLine {
+        kind: s(f.kind)?,
+        t: f.t,
+        host: s(f.host)?,
+        job_id: s(f.job_id)?,
+        values: f.values,
+    })
+}
+
+impl FastBytes<'_> {
+    pub(crate) fn new() -> Self {
+        FastBytes {
+            kind: None,
+            t: None,
+            host: None,
+            job_id: None,
+            values: [f64::NAN; NF],
+        }
+    }
+}
+
+/// [`parse`] on bytes, into `out` (which must be fresh): false sends the
+/// line to serde_json. With `ASCII`, a byte that is not ASCII anywhere in
+/// the line also gives up, so a line read here is valid UTF-8.
+#[inline(always)]
+pub(crate) fn parse_into<'a, const ASCII: bool>(
+    b: &'a [u8],
+    cache: &mut KeyCache,
+    out: &mut FastBytes<'a>,
+) -> bool {
+    parse_fields::<ASCII>(b, cache, out).is_some()
+}
+
+fn parse_fields<'a, const ASCII: bool>(
+    b: &'a [u8],
+    cache: &mut KeyCache,
+    out: &mut FastBytes<'a>,
+) -> Option<()> {
     let mut i = skip_ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
     }
     i = skip_ws(b, i + 1);
     if b.get(i) == Some(&b'}') {
-        return (skip_ws(b, i + 1) == b.len()).then_some(out);
+        return (skip_ws(b, i + 1) == b.len()).then_some(());
     }
     let mut pos = 0usize;
     loop {
@@ -178,75 +408,83 @@ pub(crate) fn parse<'a>(line: &'a str, cache: &mut KeyCache) -> Option<FastLine<
             return None;
         }
         pos += 1;
-        let kend = plain_string(b, i + 1)?;
-        let key = &b[i + 1..kend];
-        i = skip_ws(b, kend + 1);
+        let key_at = i + 1;
+        let (id, kend) = match cache.hit(pos, b, key_at) {
+            Some(hit) => hit,
+            None => {
+                let kend = plain_string::<ASCII>(b, key_at)?;
+                (cache.lookup(pos, b, key_at, kend), kend)
+            }
+        };
+        i = kend + 1;
         if b.get(i) != Some(&b':') {
-            return None;
+            i = skip_ws(b, i);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
         }
-        i = skip_ws(b, i + 1);
+        i += 1;
+        if !matches!(b.get(i), Some(b'"' | b'-' | b'0'..=b'9')) {
+            i = skip_ws(b, i);
+        }
         match *b.get(i)? {
             b'"' => {
-                let vend = plain_string(b, i + 1)?;
-                // Valid UTF-8 already: slicing at ASCII quotes keeps it so.
-                let v = &line[i + 1..vend];
-                match key {
-                    b"kind" => out.kind = Some(v),
-                    b"host" => out.host = Some(v),
-                    b"job_id" => out.job_id = Some(v),
-                    b"t" => return None,
-                    k if field_index(k).is_some() => return None,
-                    _ => {}
+                let vend = plain_string::<ASCII>(b, i + 1)?;
+                let v = &b[i + 1..vend];
+                match id {
+                    K_KIND => out.kind = Some(v),
+                    K_HOST => out.host = Some(v),
+                    K_JOB => out.job_id = Some(v),
+                    K_OTHER => {}
+                    _ => return None,
                 }
                 i = vend + 1;
             }
             b'-' | b'0'..=b'9' => {
                 let (v, end) = number_at(b, i)?;
                 i = end;
-                match key {
-                    b"t" => out.t = Some(v),
-                    b"kind" | b"host" | b"job_id" => return None,
-                    k => {
-                        if let Some(f) = cache.lookup(pos, k) {
-                            out.values[f] = v;
-                        }
-                    }
+                match id {
+                    K_T => out.t = Some(v),
+                    K_KIND | K_HOST | K_JOB => return None,
+                    K_OTHER => {}
+                    f => out.values[f as usize] = v,
                 }
             }
             b'n' if b[i..].starts_with(b"null") => {
                 // Absent, as in serde's Option.
-                if key == b"t" || key == b"kind" {
+                if id == K_T || id == K_KIND {
                     return None;
                 }
                 i += 4;
             }
             b't' if b[i..].starts_with(b"true") => {
-                if key == b"t"
-                    || field_index(key).is_some()
-                    || matches!(key, b"kind" | b"host" | b"job_id")
-                {
+                if id != K_OTHER {
                     return None;
                 }
                 i += 4;
             }
             b'f' if b[i..].starts_with(b"false") => {
-                if key == b"t"
-                    || field_index(key).is_some()
-                    || matches!(key, b"kind" | b"host" | b"job_id")
-                {
+                if id != K_OTHER {
                     return None;
                 }
                 i += 5;
             }
             _ => return None,
         }
-        i = skip_ws(b, i);
         match b.get(i) {
-            Some(b',') => i = skip_ws(b, i + 1),
-            Some(b'}') => {
-                return (skip_ws(b, i + 1) == b.len()).then_some(out);
+            Some(b',') => i += 1,
+            Some(b'}') => return (skip_ws(b, i + 1) == b.len()).then_some(()),
+            _ => {
+                i = skip_ws(b, i);
+                match b.get(i) {
+                    Some(b',') => i += 1,
+                    Some(b'}') => return (skip_ws(b, i + 1) == b.len()).then_some(()),
+                    _ => return None,
+                }
             }
-            _ => return None,
+        }
+        if b.get(i) != Some(&b'"') {
+            i = skip_ws(b, i);
         }
     }
 }
@@ -318,6 +556,87 @@ mod tests {
         let b = parse(r#"{"kind":"sample","t":1,"cpi":7,"rss_mb":9}"#, &mut cache).unwrap();
         assert_eq!((a.values[RSS], a.values[crate::bins::CPI]), (5.0, 2.0));
         assert_eq!((b.values[RSS], b.values[crate::bins::CPI]), (9.0, 7.0));
+    }
+
+    #[test]
+    fn key_ids_name_the_fields() {
+        for (k, f) in FIELDS.iter().enumerate() {
+            assert_eq!(key_id(f.name.as_bytes()), k as u8, "{}", f.name);
+        }
+        assert_eq!(key_id(b"t"), K_T);
+        assert_eq!(key_id(b"kind"), K_KIND);
+        assert_eq!(key_id(b"host"), K_HOST);
+        assert_eq!(key_id(b"job_id"), K_JOB);
+        for k in ["", "x", "cpu_frac", "rss_mbb", "lustre_write_mbpsx", "Kind"] {
+            assert_eq!(key_id(k.as_bytes()), K_OTHER, "{k}");
+        }
+    }
+
+    #[test]
+    fn cached_keys_match_only_the_same_key() {
+        let mut cache = KeyCache::default();
+        let lines = [
+            r#"{"kind":"sample","t":1,"lustre_write_mbps":2,"rss_mb":3}"#,
+            r#"{"kind":"sample","t":1,"lustre_write_mbps":4,"rss_mbx":5}"#,
+            r#"{"kind":"sample","t":1,"lustre_write_mbpz":6,"rss_m":7}"#,
+            r#"{"kind":"sample","t":1,"lustre_write_mbps":8,"rss_mb":9}"#,
+            r#"{"kind":"sample","t":1,"lustre_write_mbps":8,"rss_mb\":9}"#,
+        ];
+        let lw = crate::bins::idx("lustre_write_mbps");
+        let got: Vec<(f64, f64)> = lines
+            .iter()
+            .map(|l| match parse(l, &mut cache) {
+                Some(f) => (f.values[lw], f.values[RSS]),
+                None => (-1.0, -1.0),
+            })
+            .map(|(a, b)| {
+                (
+                    if a.is_nan() { 0.0 } else { a },
+                    if b.is_nan() { 0.0 } else { b },
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![(2.0, 3.0), (4.0, 0.0), (0.0, 0.0), (8.0, 9.0), (-1.0, -1.0)]
+        );
+    }
+
+    #[test]
+    fn the_ascii_byte_path_gives_up_on_other_bytes() {
+        let line = r#"{"kind":"sample","t":1,"host":"nöde","rss_mb":5}"#;
+        let mut cache = KeyCache::default();
+        let mut f = FastBytes::new();
+        assert!(!parse_into::<true>(line.as_bytes(), &mut cache, &mut f));
+        let f = parse(line, &mut cache).unwrap();
+        assert_eq!(f.host, Some("nöde"));
+        // A key seen with a non-ASCII byte is not cached for the byte path.
+        let line = r#"{"kind":"sample","t":1,"é":2}"#;
+        assert!(parse(line, &mut cache).is_some());
+        let mut f = FastBytes::new();
+        assert!(!parse_into::<true>(line.as_bytes(), &mut cache, &mut f));
+        let mut f = FastBytes::new();
+        let ok = r#"{ "kind" : "sample" , "t" : 2.5 , "rss_mb" : -7 }"#;
+        assert!(parse_into::<true>(ok.as_bytes(), &mut cache, &mut f));
+        assert_eq!((f.t, f.values[RSS]), (Some(2.5), -7.0));
+    }
+
+    #[test]
+    fn strings_end_at_the_first_quote_or_escape() {
+        for (s, end) in [
+            ("\"", Some(0)),
+            ("abc\"", Some(3)),
+            ("abcdefgh\"", Some(8)),
+            ("abcdefghijklmnopq\",", Some(17)),
+            ("abcdefg\\\"", None),
+            ("abcdefghij", None),
+            ("", None),
+        ] {
+            assert_eq!(plain_string::<true>(s.as_bytes(), 0), end, "{s}");
+            assert_eq!(plain_string::<false>(s.as_bytes(), 0), end, "{s}");
+        }
+        assert_eq!(plain_string::<true>("aé\"".as_bytes(), 0), None);
+        assert_eq!(plain_string::<false>("aé\"".as_bytes(), 0), Some(3));
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! come, metas kept, other kinds passed through.
 
 use std::borrow::Cow;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
-use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::ndjson::Rejects;
 use hpc_core::record::{from_line, Meta};
 use hpc_core::Result;
 use serde::Deserialize;
@@ -119,6 +119,95 @@ fn node_index(nodes: &mut Vec<NodeData>, last: &mut usize, host: &str, step: f64
     i
 }
 
+/// Splits a stream into lines, reading large blocks into one buffer and
+/// finding the line ends with `memchr`; a line longer than the buffer grows
+/// it. Lines are numbered and returned without their `\n` (and, when
+/// terminated, one `\r` before it), as `hpc_core::ndjson::LineReader` does,
+/// but as bytes: they are checked for UTF-8 only when the fast path cannot
+/// read them.
+struct Lines<R> {
+    inner: R,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    eof: bool,
+    number: u64,
+}
+
+/// The block read at once: large enough to make reads cheap, small enough
+/// to stay in the CPU's cache while its lines are parsed.
+const BLOCK: usize = 256 << 10;
+
+impl<R: Read> Lines<R> {
+    fn new(inner: R) -> Self {
+        Lines {
+            inner,
+            buf: vec![0; BLOCK],
+            start: 0,
+            end: 0,
+            eof: false,
+            number: 0,
+        }
+    }
+
+    /// The next line, its number and whether it lacked its `\n`, or `None`
+    /// at the end.
+    fn next_line(&mut self) -> std::io::Result<Option<(&[u8], u64, bool)>> {
+        loop {
+            if let Some(p) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
+                let (s, mut e) = (self.start, self.start + p);
+                self.start = e + 1;
+                self.number += 1;
+                if e > s && self.buf[e - 1] == b'\r' {
+                    e -= 1;
+                }
+                return Ok(Some((&self.buf[s..e], self.number, false)));
+            }
+            if self.eof {
+                if self.start == self.end {
+                    return Ok(None);
+                }
+                let s = self.start;
+                self.start = self.end;
+                self.number += 1;
+                return Ok(Some((&self.buf[s..self.end], self.number, true)));
+            }
+            // Keep the partial line, then read more behind it.
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            if self.end == self.buf.len() {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+            match self.inner.read(&mut self.buf[self.end..]) {
+                Ok(0) => self.eof = true,
+                Ok(n) => self.end += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Strips what `str::trim` strips from an ASCII line: the ASCII characters
+/// with the White_Space property.
+fn trim_ascii_ws(mut b: &[u8]) -> &[u8] {
+    let ws = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
+    while let [first, rest @ ..] = b {
+        if !ws(first) {
+            break;
+        }
+        b = rest;
+    }
+    while let [rest @ .., last] = b {
+        if !ws(last) {
+            break;
+        }
+        b = rest;
+    }
+    b
+}
+
 /// Reads one NDJSON stream. `name` is the file name used in messages and,
 /// without a meta or `host`, as the node name.
 pub(crate) fn read_stream(
@@ -129,7 +218,7 @@ pub(crate) fn read_stream(
 ) -> Result<StreamResult> {
     let source = if name == "-" { None } else { Some(name) };
     let mut rejects = Rejects::new("hpc-merge");
-    let mut reader = LineReader::new(input);
+    let mut reader = Lines::new(input);
     let mut nodes: Vec<NodeData> = Vec::new();
     let mut passthrough = Vec::new();
     let mut last = 0usize;
@@ -143,103 +232,179 @@ pub(crate) fn read_stream(
         }
         _ => "stdin".into(),
     };
-    while let Some(line) = reader.next_line().map_err(|source| hpc_core::Error::Io {
-        context: format!("cannot read {name}"),
-        source,
-    })? {
-        let line = match line {
-            Ok(l) => l,
-            Err((n, reason)) => {
-                rejects.reject(source, n, &reason)?;
-                continue;
-            }
-        };
-        let text = line.text.trim();
-        if text.is_empty() {
+    while let Some((bytes, number, unterminated)) =
+        reader.next_line().map_err(|source| hpc_core::Error::Io {
+            context: format!("cannot read {name}"),
+            source,
+        })?
+    {
+        // The fast path reads plain ASCII sample lines without serde (and
+        // without a separate UTF-8 check: it gives up on other bytes).
+        let ascii = trim_ascii_ws(bytes);
+        if ascii.is_empty() {
             continue;
         }
-        // The fast path reads plain sample lines without serde.
-        let fast = crate::fast::parse(text, &mut keys);
-        if let Some(fl) = fast.as_ref().filter(|f| f.kind == Some("sample")) {
+        let mut fl = crate::fast::FastBytes::new();
+        if crate::fast::parse_into::<true>(ascii, &mut keys, &mut fl)
+            && fl.kind == Some(b"sample".as_slice())
+        {
             let Some(t) = fl.t else {
-                rejects.reject(source, line.number, "sample without t")?;
+                rejects.reject(source, number, "sample without t")?;
                 continue;
             };
-            let host: &str = match (fl.host, &default_host) {
-                (Some(h), _) => h,
-                (None, Some(h)) => h,
-                (None, None) => &fallback_host,
+            let i = match fl.host {
+                Some(h) if last < nodes.len() && nodes[last].host.as_bytes() == h => last,
+                Some(h) => {
+                    let h = std::str::from_utf8(h).unwrap_or_default();
+                    node_index(&mut nodes, &mut last, h, step)
+                }
+                None => {
+                    let h = default_host.as_deref().unwrap_or(&fallback_host);
+                    node_index(&mut nodes, &mut last, h, step)
+                }
             };
-            let i = node_index(&mut nodes, &mut last, host, step);
             let node = &mut nodes[i];
             if let Err(reason) = node.bins.add(t, &fl.values) {
-                rejects.reject(source, line.number, &reason)?;
+                rejects.reject(source, number, &reason)?;
                 continue;
             }
             if node.sample_job_id.is_none() {
-                node.sample_job_id = fl.job_id.map(str::to_owned);
+                node.sample_job_id = fl.job_id.map(|j| String::from_utf8_lossy(j).into_owned());
             }
             continue;
         }
-        let raw: RawSample = match serde_json::from_str(text) {
-            Ok(r) => r,
+        let text = match std::str::from_utf8(bytes) {
+            Ok(text) => text.trim(),
             Err(e) => {
-                if line.unterminated {
-                    rejects.warn(
-                        source,
-                        line.number,
-                        &format!("truncated last line ignored ({e})"),
-                    );
-                } else {
-                    rejects.reject(source, line.number, &format!("not a record: {e}"))?;
-                }
+                let reason = format!("not valid UTF-8 (byte {})", e.valid_up_to());
+                rejects.reject(source, number, &reason)?;
                 continue;
             }
         };
-        match raw.kind.as_deref() {
-            Some("sample") => {
-                let Some(t) = raw.t else {
-                    rejects.reject(source, line.number, "sample without t")?;
-                    continue;
-                };
-                let host: &str = match (&raw.host, &default_host) {
-                    (Some(h), _) => h,
-                    (None, Some(h)) => h,
-                    (None, None) => &fallback_host,
-                };
-                let i = node_index(&mut nodes, &mut last, host, step);
-                let node = &mut nodes[i];
-                if let Err(reason) = node.bins.add(t, &values_of(&raw)) {
-                    rejects.reject(source, line.number, &reason)?;
-                    continue;
-                }
-                if node.sample_job_id.is_none() {
-                    node.sample_job_id = raw.job_id.as_deref().map(str::to_owned);
-                }
-            }
-            Some("meta") => match from_line::<Meta>(text) {
-                Ok(meta) => {
-                    if default_host.is_none() {
-                        default_host = Some(meta.host.clone());
-                    }
-                    let i = node_index(&mut nodes, &mut last, &meta.host, step);
-                    if nodes[i].meta.is_none() {
-                        nodes[i].meta = Some(meta);
-                    }
-                }
-                Err(e) => rejects.reject(source, line.number, &format!("bad meta: {e}"))?,
-            },
-            Some(_) => passthrough.push(text.to_owned()),
-            None => rejects.reject(source, line.number, "no \"kind\"")?,
+        if text.is_empty() {
+            continue;
         }
+        let line = Line {
+            number,
+            text,
+            unterminated,
+        };
+        slow_line(
+            &line,
+            source,
+            &mut rejects,
+            &mut nodes,
+            &mut last,
+            &mut keys,
+            &mut default_host,
+            &fallback_host,
+            &mut passthrough,
+            step,
+        )?;
     }
     Ok(StreamResult {
         index,
         nodes,
         passthrough,
         rejected: rejects.rejected,
-        lines: reader.lines_read(),
+        lines: reader.number,
     })
+}
+
+/// One line that the fast byte path did not take.
+struct Line<'a> {
+    number: u64,
+    text: &'a str,
+    unterminated: bool,
+}
+
+/// Reads a line the fast byte path did not take, as before it: the fast
+/// path on the text, else serde_json.
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+fn slow_line(
+    line: &Line,
+    source: Option<&str>,
+    rejects: &mut Rejects,
+    nodes: &mut Vec<NodeData>,
+    last: &mut usize,
+    keys: &mut crate::fast::KeyCache,
+    default_host: &mut Option<String>,
+    fallback_host: &str,
+    passthrough: &mut Vec<String>,
+    step: f64,
+) -> Result<()> {
+    let text = line.text;
+    let fast = crate::fast::parse(text, keys);
+    if let Some(fl) = fast.as_ref().filter(|f| f.kind == Some("sample")) {
+        let Some(t) = fl.t else {
+            return rejects.reject(source, line.number, "sample without t");
+        };
+        let host: &str = match (fl.host, &*default_host) {
+            (Some(h), _) => h,
+            (None, Some(h)) => h,
+            (None, None) => fallback_host,
+        };
+        let i = node_index(nodes, last, host, step);
+        let node = &mut nodes[i];
+        if let Err(reason) = node.bins.add(t, &fl.values) {
+            return rejects.reject(source, line.number, &reason);
+        }
+        if node.sample_job_id.is_none() {
+            node.sample_job_id = fl.job_id.map(str::to_owned);
+        }
+        return Ok(());
+    }
+    let raw: RawSample = match serde_json::from_str(text) {
+        Ok(r) => r,
+        Err(e) => {
+            if line.unterminated {
+                rejects.warn(
+                    source,
+                    line.number,
+                    &format!("truncated last line ignored ({e})"),
+                );
+                return Ok(());
+            }
+            return rejects.reject(source, line.number, &format!("not a record: {e}"));
+        }
+    };
+    match raw.kind.as_deref() {
+        Some("sample") => {
+            let Some(t) = raw.t else {
+                return rejects.reject(source, line.number, "sample without t");
+            };
+            let host: &str = match (&raw.host, &*default_host) {
+                (Some(h), _) => h,
+                (None, Some(h)) => h,
+                (None, None) => fallback_host,
+            };
+            let i = node_index(nodes, last, host, step);
+            let node = &mut nodes[i];
+            if let Err(reason) = node.bins.add(t, &values_of(&raw)) {
+                return rejects.reject(source, line.number, &reason);
+            }
+            if node.sample_job_id.is_none() {
+                node.sample_job_id = raw.job_id.as_deref().map(str::to_owned);
+            }
+        }
+        Some("meta") => match from_line::<Meta>(text) {
+            Ok(meta) => {
+                if default_host.is_none() {
+                    *default_host = Some(meta.host.clone());
+                }
+                let i = node_index(nodes, last, &meta.host, step);
+                if nodes[i].meta.is_none() {
+                    nodes[i].meta = Some(meta);
+                }
+            }
+            Err(e) => rejects.reject(source, line.number, &format!("bad meta: {e}"))?,
+        },
+        Some(_) => passthrough.push(text.to_owned()),
+        None => rejects.reject(source, line.number, "no \"kind\"")?,
+    }
+    Ok(())
 }
 
 /// The `start` of a meta on the first line of `path`, if it has one.
@@ -283,6 +448,55 @@ mod tests {
         let mut got = Vec::new();
         r.nodes[0].bins.walk(3.0, |_, v| got.push(v[RSS]));
         assert_eq!(got, vec![5.0]);
+    }
+
+    #[test]
+    fn lines_split_like_the_line_reader() {
+        let long = "x".repeat(3 * BLOCK + 17);
+        let data = format!("a\r\nb\n\n{long}\r\n\r\nlast\r");
+        let mut r = Lines::new(data.as_bytes());
+        let mut got = Vec::new();
+        while let Some((l, n, u)) = r.next_line().unwrap() {
+            got.push((String::from_utf8(l.to_vec()).unwrap(), n, u));
+        }
+        let want = [
+            ("a", 1, false),
+            ("b", 2, false),
+            ("", 3, false),
+            (long.as_str(), 4, false),
+            ("", 5, false),
+            ("last\r", 6, true),
+        ];
+        let want: Vec<(String, u64, bool)> = want
+            .iter()
+            .map(|(l, n, u)| (l.to_string(), *n, *u))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn long_odd_and_non_ascii_lines_read_as_before() {
+        let note = "y".repeat(BLOCK + 5);
+        let data = [
+            format!(r#"{{"kind":"sample","t":1,"host":"n1","note":"{note}","rss_mb":3}}"#),
+            "\u{a0}{\"kind\":\"sample\",\"t\":2,\"host\":\"n1\",\"rss_mb\":4}\u{a0}".into(),
+            r#"{"kind":"sample","t":3,"host":"nœud","rss_mb":5}"#.into(),
+            "\x0b {\"kind\":\"sample\",\"t\":4,\"host\":\"n1\",\"rss_mb\":6}\x0c".into(),
+            r#"{"kind":"sample","t":5,"host":"n1","job_id":"j\u0031","rss_mb":7}"#.into(),
+        ]
+        .join("\n");
+        let mut bytes = data.into_bytes();
+        bytes.extend_from_slice(b"\n{\"kind\":\"sample\",\"t\":6,\"host\":\"n\xff\"}\n");
+        let r = read_stream(0, "-", &bytes[..], 1.0).unwrap();
+        assert_eq!((r.lines, r.rejected), (6, 1));
+        let hosts: Vec<&str> = r.nodes.iter().map(|n| n.host.as_str()).collect();
+        assert_eq!(hosts, ["n1", "nœud"]);
+        assert_eq!(r.nodes[0].bins.samples, 4);
+        assert_eq!(r.nodes[0].bins.peak_rss, 7.0);
+        assert_eq!(r.nodes[0].sample_job_id.as_deref(), Some("j1"));
+        let mut got = Vec::new();
+        r.nodes[0].bins.walk(1.0, |_, v| got.push(v[RSS]));
+        assert_eq!(got, [3.0, 4.0, 4.0, 6.0, 7.0]);
     }
 
     #[test]
