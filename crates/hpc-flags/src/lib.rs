@@ -110,6 +110,10 @@ struct LineView<'a> {
     kind: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "job_id_de")]
     job_id: Option<String>,
+    /// On `job` records: the raw id, which is what the probe's files and
+    /// the store key a job by (an array task `14_3` has raw id `14`).
+    #[serde(default, deserialize_with = "job_id_de")]
+    job_id_raw: Option<String>,
     #[serde(borrow, default)]
     host: Option<Cow<'a, str>>,
     #[serde(default)]
@@ -155,6 +159,7 @@ impl LineView<'_> {
                 Some(Value::Number(n)) => Some(n.to_string()),
                 _ => None,
             },
+            job_id_raw: None,
             host: None,
             t: None,
             cpu_frac: None,
@@ -238,7 +243,11 @@ impl<W: Write> Flagger<'_, W> {
 
     /// Handles one parsed line; returns whether to pass it through.
     fn line(&mut self, text: &str, v: LineView) -> Result<bool> {
-        if let Some(id) = &v.job_id {
+        let key = match v.kind.as_deref() {
+            Some("job") => v.job_id_raw.as_ref().or(v.job_id.as_ref()),
+            _ => v.job_id.as_ref(),
+        };
+        if let Some(id) = key {
             match &self.group.job_id {
                 Some(cur) if cur == id => {}
                 None => self.group.job_id = Some(id.clone()),

@@ -331,9 +331,31 @@ fn noisy_healthy_job_raises_no_flag() {
 }
 
 #[test]
+fn an_array_task_groups_with_its_samples_by_raw_id() {
+    // sacct names the task 14_3; its probe files carry SLURM_JOB_ID, the raw id 14.
+    let j = "{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"14_3\",\"job_id_raw\":\"14\",\"is_final\":true,\"state\":\"OUT_OF_MEMORY\"}\n";
+    let s = "{\"kind\":\"summary\",\"job_id\":\"14\",\"peak_rss_mb\":5.0}\n";
+    let out = flags_of(&format!("{j}{s}"), &[]);
+    let flags: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["kind"] == "flag")
+        .collect();
+    assert_eq!(flags.len(), 1, "{out}");
+    assert_eq!(flags[0]["job_id"], "14");
+    assert_eq!(
+        out.lines().filter(|l| l.contains("\"summary\"")).count(),
+        1,
+        "{out}"
+    );
+}
+
+#[test]
 fn lines_pass_through_and_flags_follow_each_job() {
     let a = job("\"state\":\"OUT_OF_MEMORY\"");
-    let b = a.replace("\"job_id\":\"1\"", "\"job_id\":\"2\"");
+    let b = a
+        .replace("\"job_id\":\"1\"", "\"job_id\":\"2\"")
+        .replace("\"job_id_raw\":\"1\"", "\"job_id_raw\":\"2\"");
     let other = "{\"kind\":\"rec\",\"job_id\":\"2\",\"mem_mb\":5}\n";
     let input = format!("{a}{b}{other}");
     let out = flags_of(&input, &[]);
