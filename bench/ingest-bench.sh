@@ -139,7 +139,7 @@ ingest() {
         fi
         if [[ -z $best ]] || awk -v a="$T_SECS" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$T_SECS; fi
         if [[ -z $cpu ]] || awk -v a="$T_CPU" -v b="$cpu" 'BEGIN { exit !(a < b) }'; then cpu=$T_CPU; fi
-        ((T_RSS_KB > rss)) && rss=$T_RSS_KB
+        if ((T_RSS_KB > rss)); then rss=$T_RSS_KB; fi
     done
     I_SECS=$best
     I_CPU=$cpu
@@ -217,7 +217,7 @@ peer_result() { # peer_result NAME JOBS SECS CPU_SECS RSS_KB NOTE
         PEER_BEST_NAME=$1
     fi
     jps=$(rate "$2" "$4")
-    ((jps > PEER_BEST_CPU)) && PEER_BEST_CPU=$jps
+    if ((jps > PEER_BEST_CPU)); then PEER_BEST_CPU=$jps; fi
     return 0
 }
 

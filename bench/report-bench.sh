@@ -79,7 +79,7 @@ best() {
         if [[ -z $B_SECS ]] || awk -v a="$T_SECS" -v b="$B_SECS" 'BEGIN { exit !(a < b) }'; then
             B_SECS=$T_SECS
         fi
-        ((T_RSS_KB > B_RSS_KB)) && B_RSS_KB=$T_RSS_KB
+        if ((T_RSS_KB > B_RSS_KB)); then B_RSS_KB=$T_RSS_KB; fi
     done
 }
 

@@ -21,7 +21,7 @@ use polars::prelude::{
 };
 use rusqlite::types::ValueRef;
 
-use crate::report::{raw_key_sql, By, Partial, RawRow};
+use crate::report::{raw_key_sql, By, Partial, RawRow, TOOL_SQL};
 
 /// What an export wrote.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -90,12 +90,6 @@ const COLUMNS: &[(&str, Kind)] = &[
     ("is_final", Kind::Int),
     ("tool", Kind::Text),
 ];
-
-/// The tool of a job: from its `analysis` record, else its name (the same
-/// rule as the SQLite report).
-const TOOL_SQL: &str =
-    "COALESCE((SELECT COALESCE(json_extract(r.json, '$.tool'), json_extract(r.json, '$.tools[0]'))
-     FROM records r WHERE r.kind = 'analysis' AND r.job_id = jobs.job_id_raw), job_name)";
 
 fn polars_err(what: impl std::fmt::Display) -> impl FnOnce(PolarsError) -> Error {
     move |e| Error::Other(format!("parquet: {what}: {e}"))

@@ -185,16 +185,69 @@ pub fn raw_key_sql(by: By) -> &'static str {
     }
 }
 
-/// The SQL sums of [`Partial`], in field order.
-pub const SUMS_SQL: &str = "count(*),
-    total(cpu_hours_reserved),
-    total(CASE WHEN total_cpu_s IS NOT NULL THEN cpu_hours_reserved END),
-    total(CASE WHEN cpu_hours_reserved IS NOT NULL THEN total_cpu_s / 3600.0 END),
-    total(cpu_hours_wasted),
-    total(mem_gb_hours_reserved),
-    total(CASE WHEN mem_gb_hours_wasted IS NOT NULL THEN mem_gb_hours_reserved END),
-    total(mem_gb_hours_wasted),
-    total(gpu_hours_reserved)";
+/// A compensated (Kahan-Babuska-Neumaier) sum, as SQLite's `total()`
+/// computes it, so long columns add up the same whatever the order.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sum {
+    sum: f64,
+    c: f64,
+}
+
+impl Sum {
+    fn add(&mut self, x: f64) {
+        let t = self.sum + x;
+        if self.sum.abs() >= x.abs() {
+            self.c += (self.sum - t) + x;
+        } else {
+            self.c += (x - t) + self.sum;
+        }
+        self.sum = t;
+    }
+    fn get(self) -> f64 {
+        self.sum + self.c
+    }
+}
+
+/// The running sums of one raw group.
+#[derive(Debug, Default)]
+struct Sums([Sum; 8], u64);
+
+impl Sums {
+    /// Adds one job: cpu_hours_reserved, total_cpu_s, cpu_hours_wasted,
+    /// mem_gb_hours_reserved, mem_gb_hours_wasted, gpu_hours_reserved.
+    fn add(&mut self, v: [Option<f64>; 6]) {
+        let [cpu_res, cpu_s, cpu_waste, mem_res, mem_waste, gpu] = v;
+        let s = &mut self.0;
+        self.1 += 1;
+        s[0].add(cpu_res.unwrap_or(0.0));
+        if let (Some(r), Some(c)) = (cpu_res, cpu_s) {
+            s[1].add(r);
+            s[2].add(c / 3600.0);
+        }
+        s[3].add(cpu_waste.unwrap_or(0.0));
+        s[4].add(mem_res.unwrap_or(0.0));
+        if let (Some(r), Some(w)) = (mem_res, mem_waste) {
+            s[5].add(r);
+            s[6].add(w);
+        }
+        s[7].add(gpu.unwrap_or(0.0));
+    }
+
+    fn partial(&self) -> Partial {
+        let s = &self.0;
+        Partial {
+            jobs: self.1 as f64,
+            cpu_h: s[0].get(),
+            cpu_h_known: s[1].get(),
+            cpu_used_h: s[2].get(),
+            cpu_wasted_h: s[3].get(),
+            mem_gbh: s[4].get(),
+            mem_gbh_known: s[5].get(),
+            mem_wasted_gbh: s[6].get(),
+            gpu_h: s[7].get(),
+        }
+    }
+}
 
 /// The raw rows from the SQLite store.
 pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> Result<Vec<RawRow>> {
@@ -204,28 +257,63 @@ pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> Result<Vec<RawR
         other => raw_key_sql(other),
     };
     let account = if by == By::Group { "account" } else { "NULL" };
+    // Summing here rather than with SQL's GROUP BY avoids sorting every row
+    // through a temporary B-tree: a plain scan is about three times faster.
     let sql = format!(
-        "SELECT {key} AS k, {account} AS a, {SUMS_SQL} FROM jobs WHERE {cond} GROUP BY k, a"
+        "SELECT {key}, {account}, cpu_hours_reserved, total_cpu_s, cpu_hours_wasted,
+                mem_gb_hours_reserved, mem_gb_hours_wasted, gpu_hours_reserved
+         FROM jobs WHERE {cond}"
     );
     let mut st = store.conn().prepare(&sql)?;
-    let rows = st.query_map(rusqlite::params_from_iter(ps), |r| {
-        Ok(RawRow {
-            key: r.get(0)?,
-            account: r.get(1)?,
-            sums: Partial {
-                jobs: r.get::<_, i64>(2)? as f64,
-                cpu_h: r.get(3)?,
-                cpu_h_known: r.get(4)?,
-                cpu_used_h: r.get(5)?,
-                cpu_wasted_h: r.get(6)?,
-                mem_gbh: r.get(7)?,
-                mem_gbh_known: r.get(8)?,
-                mem_wasted_gbh: r.get(9)?,
-                gpu_h: r.get(10)?,
-            },
+    let mut rows = st.query(rusqlite::params_from_iter(ps))?;
+    type Key = (Option<String>, Option<String>);
+    let mut groups: HashMap<Key, Sums> = HashMap::new();
+    let text = |v: rusqlite::types::ValueRef<'_>| -> Option<String> {
+        match v {
+            rusqlite::types::ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
+            rusqlite::types::ValueRef::Null => None,
+            other => Some(format!("{other:?}")),
+        }
+    };
+    // The previous row's key: consecutive rows often share it.
+    let mut last: Option<Key> = None;
+    while let Some(r) = rows.next()? {
+        let same = last.as_ref().is_some_and(|(k, a)| {
+            eq_text(r.get_ref(0).ok(), k.as_deref()) && eq_text(r.get_ref(1).ok(), a.as_deref())
+        });
+        if !same {
+            last = Some((text(r.get_ref(0)?), text(r.get_ref(1)?)));
+        }
+        let k = last.as_ref().expect("set above");
+        let v = [
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+            r.get(6)?,
+            r.get(7)?,
+        ];
+        match groups.get_mut(k) {
+            Some(s) => s.add(v),
+            None => groups.entry(k.clone()).or_default().add(v),
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|((key, account), s)| RawRow {
+            key,
+            account,
+            sums: s.partial(),
         })
-    })?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+        .collect())
+}
+
+fn eq_text(v: Option<rusqlite::types::ValueRef<'_>>, k: Option<&str>) -> bool {
+    match (v, k) {
+        (Some(rusqlite::types::ValueRef::Text(t)), Some(k)) => t == k.as_bytes(),
+        (Some(rusqlite::types::ValueRef::Null), None) => true,
+        _ => false,
+    }
 }
 
 /// The key shown for jobs without a value.
