@@ -304,10 +304,7 @@ pub fn main(args: Args) -> Result<()> {
                 for f in &files {
                     let name = (f != "-").then_some(f.as_str());
                     let r = put_reader(&mut store, name, open_input(f)?, &mut rejects)?;
-                    total.lines += r.lines;
-                    total.written.jobs += r.written.jobs;
-                    total.written.jobs_kept += r.written.jobs_kept;
-                    total.written.others += r.written.others;
+                    total += r;
                 }
                 total
             };

@@ -28,10 +28,18 @@ pub struct PutReport {
     pub lines: u64,
     /// Records written.
     pub written: PutStats,
-    /// Lines rejected.
-    pub rejected: u64,
     /// Spool files loaded.
     pub files: u64,
+}
+
+impl std::ops::AddAssign for PutReport {
+    fn add_assign(&mut self, o: PutReport) {
+        self.lines += o.lines;
+        self.written.jobs += o.written.jobs;
+        self.written.jobs_kept += o.written.jobs_kept;
+        self.written.others += o.written.others;
+        self.files += o.files;
+    }
 }
 
 /// Loads NDJSON records from one reader in one transaction. Bad lines are
@@ -110,11 +118,8 @@ pub fn put_spool(store: &mut Store, dir: &Path, rejects: &mut Rejects) -> Result
         hpc_core::paths::create_private_dir(&dest_dir)?;
         let dest = dest_dir.join(path.file_name().expect("a file has a name"));
         fs::rename(&path, &dest).ctx(|| format!("cannot move {shown} to {}", dest.display()))?;
-        total.lines += rep.lines;
+        total += rep;
         total.files += 1;
-        total.written.jobs += rep.written.jobs;
-        total.written.jobs_kept += rep.written.jobs_kept;
-        total.written.others += rep.written.others;
     }
     Ok(total)
 }
