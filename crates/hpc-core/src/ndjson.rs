@@ -22,6 +22,9 @@ pub struct LineReader<R> {
     inner: R,
     buf: Vec<u8>,
     number: u64,
+    /// Bytes of the reader's buffer that the previous line still borrows;
+    /// consumed at the start of the next call.
+    pending: usize,
 }
 
 impl<R: BufRead> LineReader<R> {
@@ -31,30 +34,50 @@ impl<R: BufRead> LineReader<R> {
             inner,
             buf: Vec::with_capacity(1024),
             number: 0,
+            pending: 0,
         }
     }
 
     /// The next line: `Ok(None)` at the end, `Ok(Some(Err(reason)))` for a
-    /// line that is not valid UTF-8.
+    /// line that is not valid UTF-8. A line that lies whole in the reader's
+    /// buffer is lent from it without a copy.
     #[allow(clippy::type_complexity)]
     pub fn next_line(
         &mut self,
     ) -> io::Result<Option<std::result::Result<Line<'_>, (u64, String)>>> {
-        self.buf.clear();
-        let n = self.inner.read_until(b'\n', &mut self.buf)?;
-        if n == 0 {
-            return Ok(None);
+        if self.pending > 0 {
+            self.inner.consume(self.pending);
+            self.pending = 0;
         }
-        self.number += 1;
-        let mut end = self.buf.len();
-        let unterminated = self.buf[end - 1] != b'\n';
-        if !unterminated {
-            end -= 1;
-            if end > 0 && self.buf[end - 1] == b'\r' {
-                end -= 1;
+        let found = {
+            let avail = self.inner.fill_buf()?;
+            if avail.is_empty() {
+                return Ok(None);
             }
-        }
-        match std::str::from_utf8(&self.buf[..end]) {
+            memchr::memchr(b'\n', avail)
+        };
+        let (bytes, unterminated): (&[u8], bool) = match found {
+            Some(i) => {
+                self.pending = i + 1;
+                // The same buffer again: nothing was consumed since.
+                (&self.inner.fill_buf()?[..i], false)
+            }
+            None => {
+                // The line runs past the buffer: gather it.
+                self.buf.clear();
+                self.inner.read_until(b'\n', &mut self.buf)?;
+                match self.buf.last() {
+                    Some(b'\n') => (&self.buf[..self.buf.len() - 1], false),
+                    _ => (&self.buf[..], true),
+                }
+            }
+        };
+        self.number += 1;
+        let bytes = match bytes {
+            [rest @ .., b'\r'] if !unterminated => rest,
+            b => b,
+        };
+        match std::str::from_utf8(bytes) {
             Ok(text) => Ok(Some(Ok(Line {
                 number: self.number,
                 text,
@@ -174,6 +197,27 @@ mod tests {
                 (2, "b".into(), false),
                 (3, "".into(), false),
                 (4, "last".into(), true)
+            ]
+        );
+    }
+
+    #[test]
+    fn lines_longer_than_the_buffer_and_across_its_edge() {
+        let long = "x".repeat(100);
+        let data = format!("ab\r\n{long}\ncd\n{long}");
+        let mut r = LineReader::new(std::io::BufReader::with_capacity(16, data.as_bytes()));
+        let mut got = Vec::new();
+        while let Some(l) = r.next_line().unwrap() {
+            let l = l.unwrap();
+            got.push((l.text.to_string(), l.unterminated));
+        }
+        assert_eq!(
+            got,
+            vec![
+                ("ab".into(), false),
+                (long.clone(), false),
+                ("cd".into(), false),
+                (long, true)
             ]
         );
     }
