@@ -1,5 +1,10 @@
 use std::process::ExitCode;
 
+// Jobs are built on the parsing thread and freed on the database thread;
+// mimalloc handles that cross-thread traffic far better than glibc's malloc.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // The local UTC offset must be read before any thread starts.
     let offset = hpc_core::slurm::local_utc_offset();
