@@ -253,13 +253,6 @@ pub fn parse_date(s: &str) -> Result<i64> {
         .ok_or_else(bad)
 }
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 /// Builds the job filter shared by the reading commands.
 pub fn filter(
     user: Option<String>,
@@ -270,7 +263,7 @@ pub fn filter(
 ) -> Result<JobFilter> {
     let mut since = since.map(parse_date).transpose()?;
     if let Some(d) = days {
-        let from = now() - i64::from(d) * 86400;
+        let from = hpc_core::store::now_epoch() - i64::from(d) * 86400;
         since = Some(since.map_or(from, |s| s.max(from)));
     }
     Ok(JobFilter {

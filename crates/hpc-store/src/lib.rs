@@ -19,7 +19,6 @@ use hpc_core::ndjson::{LineReader, Rejects};
 use hpc_core::record::{peek_kind, tag_into};
 use hpc_core::store::{JobFilter, PutStats, Store};
 use hpc_core::{Error, IoContext, Result};
-use rusqlite::OptionalExtension;
 
 /// What `put` did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -200,14 +199,7 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> Result<()> {
             one(&format!("SELECT count(*) FROM {table}"))?
         )?;
     }
-    let harvest: Option<(String, i64)> = c
-        .query_row(
-            "SELECT value, at FROM harvest WHERE name = 'last_ingest'",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    match harvest {
+    match store.mark("last_ingest")? {
         Some((v, at)) => writeln!(
             out,
             "last harvest: {} ({v})",
@@ -249,10 +241,7 @@ pub fn dump(
                     _ => ("flags", "json_object('kind','flag','job_id',job_id,'flag',flag,'category',category,'value',value,'threshold',threshold,'reason',reason)"),
                 };
                 let (cond, ps) = filter.sql();
-                let filtered = filter.user.is_some()
-                    || filter.since.is_some()
-                    || filter.until.is_some()
-                    || filter.partition.is_some();
+                let filtered = !filter.is_empty();
                 let sql = if filtered {
                     format!("SELECT {select} FROM {table} t WHERE t.job_id IN (SELECT job_id_raw FROM jobs WHERE {cond}) ORDER BY 1")
                 } else {
@@ -294,10 +283,7 @@ pub fn store_flags(
 ) -> Result<()> {
     use report::Cell;
     let (cond, ps) = filter.sql();
-    let filtered = filter.user.is_some()
-        || filter.partition.is_some()
-        || filter.since.is_some()
-        || filter.until.is_some();
+    let filtered = !filter.is_empty();
     let from = if filtered {
         format!("flags f JOIN jobs ON jobs.job_id_raw = f.job_id WHERE {cond}")
     } else {
