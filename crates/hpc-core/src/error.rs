@@ -135,6 +135,17 @@ impl Error {
     }
 }
 
+/// Writes one line to stderr, best effort: a stderr that cannot be written
+/// (`2>/dev/full`, a closed terminal) must not panic a tool, whose exit code
+/// still tells what happened. Use it instead of `eprintln!`.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 /// Runs a tool's result through the shared error handling: prints the error
 /// as one `tool: message` line on stderr and picks the exit code. A broken
 /// pipe exits 0 quietly, since `tool | head` is normal use.
@@ -143,7 +154,7 @@ pub fn run_main<T>(tool: &str, result: Result<T>) -> ExitCode {
         Ok(_) => Exit::Success.into(),
         Err(e) if e.is_broken_pipe() => Exit::Success.into(),
         Err(e) => {
-            eprintln!("{tool}: {e}");
+            crate::note!("{tool}: {e}");
             e.exit().into()
         }
     }

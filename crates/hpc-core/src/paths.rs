@@ -39,6 +39,27 @@ pub fn spool_dir(flag: Option<&Path>) -> PathBuf {
     }
 }
 
+/// A path as it may be shown in a message: control characters (a newline, an
+/// escape code in a file name) and invalid UTF-8 are printed escaped, so a
+/// crafted name cannot forge lines or drive the terminal.
+pub fn shown(path: &Path) -> String {
+    escaped(&path.to_string_lossy())
+}
+
+/// A user-controlled string made safe for a one-line message: control
+/// characters become `\n`, `\t`, `\u{1b}` and the like; the rest is kept.
+pub fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Creates a folder and its parents, new ones with mode 0700.
 pub fn create_private_dir(dir: &Path) -> Result<()> {
     if dir.as_os_str().is_empty() || dir.is_dir() {
@@ -120,6 +141,15 @@ mod tests {
         assert!(r.is_err());
         assert_eq!(fs::read_to_string(&p).unwrap(), "hello\n");
         assert_eq!(fs::read_dir(p.parent().unwrap()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn shown_escapes_control_characters() {
+        assert_eq!(
+            shown(Path::new("a\nb\x1b[31m.ndjson")),
+            "a\\nb\\u{1b}[31m.ndjson"
+        );
+        assert_eq!(escaped("plain é"), "plain é");
     }
 
     #[test]

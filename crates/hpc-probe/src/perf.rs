@@ -216,7 +216,7 @@ mod tests {
                     Some(libc::EACCES) | Some(libc::EPERM) | Some(libc::ENOSYS)
                 ) =>
             {
-                eprintln!("perf not allowed here: {e}");
+                hpc_core::note!("perf not allowed here: {e}");
                 return;
             }
             Err(e) => panic!("task-clock should open: {e}"),

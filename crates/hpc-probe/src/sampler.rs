@@ -410,7 +410,7 @@ impl Sampler {
                 && io_read.is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
             {
                 self.io_denied_said = true;
-                eprintln!(
+                hpc_core::note!(
                     "hpc-probe: cannot read {}: permission denied; disk fields cover only readable processes",
                     self.path
                 );

@@ -301,7 +301,7 @@ pub fn main(args: Args) -> Result<()> {
                 }
                 total
             };
-            eprintln!(
+            hpc_core::note!(
                 "hpc-store: {} jobs, {} other records from {} lines{} into {}; {} rejected",
                 rep.written.jobs,
                 rep.written.others,
@@ -450,7 +450,7 @@ fn parquet_rows(_: &std::path::Path, _: By, _: &JobFilter) -> Result<Vec<report:
 fn export(store: &Store, dir: &std::path::Path, f: &JobFilter) -> Result<()> {
     let t = std::time::Instant::now();
     let st = crate::parquet::export(store, dir, f)?;
-    eprintln!(
+    hpc_core::note!(
         "hpc-store: exported {} jobs in {} partitions ({:.1} MiB) to {} in {:.2} s",
         st.jobs,
         st.partitions,
