@@ -9,7 +9,9 @@ use hpc_core::store::{JobFilter, Store};
 use hpc_core::{paths, slurm, Error, Result};
 
 use crate::report::{self, By, Format};
-use crate::{dump, history, put_reader, put_spool, status, store_flags, PutReport, DUMP_KINDS};
+use crate::{
+    dump, history, put_reader, put_spool, status, store_flags, PutReport, SpoolOptions, DUMP_KINDS,
+};
 
 #[derive(FromArgs, Debug)]
 /// The hpc-sizer history database: store records, show what it holds, read
@@ -190,6 +192,11 @@ pub struct PutArgs {
     #[argh(option)]
     pub spool: Option<PathBuf>,
 
+    /// seconds a spool file whose last line is incomplete is left to its
+    /// writer before it is loaded anyway (default 600)
+    #[argh(option, default = "600")]
+    pub settle: u64,
+
     /// stop at the first bad line
     #[argh(switch)]
     pub strict: bool,
@@ -279,14 +286,15 @@ pub fn main(args: Args) -> Result<()> {
     let path = paths::db_path(args.db.as_deref());
     match args.cmd {
         Cmd::Put(p) => {
+            if p.spool.is_some() && !p.files.is_empty() {
+                return Err(Error::Usage("put takes --spool or files, not both".into()));
+            }
             let mut store = Store::open(&path)?;
             let mut rejects = Rejects::new("hpc-store");
             rejects.strict = p.strict;
             let rep = if let Some(dir) = &p.spool {
-                if !p.files.is_empty() {
-                    return Err(Error::Usage("put takes --spool or files, not both".into()));
-                }
-                put_spool(&mut store, dir, &mut rejects)?
+                let opts = SpoolOptions { settle_s: p.settle };
+                put_spool(&mut store, dir, opts, &mut rejects)?
             } else {
                 let files = if p.files.is_empty() {
                     vec!["-".to_string()]
@@ -295,26 +303,35 @@ pub fn main(args: Args) -> Result<()> {
                 };
                 let mut total = PutReport::default();
                 for f in &files {
-                    let name = (f != "-").then_some(f.as_str());
-                    let r = put_reader(&mut store, name, open_input(f)?, &mut rejects)?;
-                    total += r;
+                    let name = (f != "-").then(|| paths::escaped(f));
+                    total += put_reader(&mut store, name.as_deref(), open_input(f)?, &mut rejects)?;
                 }
                 total
             };
+            let spool = if p.spool.is_some() {
+                format!(
+                    " in {} spool files ({} left for later, {} left alone)",
+                    rep.files, rep.waiting, rep.skipped
+                )
+            } else {
+                String::new()
+            };
             hpc_core::note!(
-                "hpc-store: {} jobs, {} other records from {} lines{} into {}; {} rejected",
+                "hpc-store: {} jobs, {} other records from {} lines{spool} into {}; {} rejected",
                 rep.written.jobs,
                 rep.written.others,
                 rep.lines,
-                if p.spool.is_some() {
-                    format!(" in {} spool files", rep.files)
-                } else {
-                    String::new()
-                },
-                path.display(),
+                paths::shown(&path),
                 rejects.rejected
             );
-            rejects.finish(rep.lines)
+            rejects.finish(rep.lines)?;
+            if rep.skipped > 0 {
+                return Err(Error::Other(format!(
+                    "{} spool files could not be loaded (see above); they stay in the spool",
+                    rep.skipped
+                )));
+            }
+            Ok(())
         }
         Cmd::Status(_) => {
             let store = existing(&path)?;
@@ -323,18 +340,7 @@ pub fn main(args: Args) -> Result<()> {
             Ok(out.flush()?)
         }
         Cmd::Dump(d) => {
-            let kinds: Vec<String> = d
-                .kind
-                .split(',')
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .collect();
-            if let Some(k) = kinds.iter().find(|k| !DUMP_KINDS.contains(&k.as_str())) {
-                return Err(Error::Usage(format!(
-                    "unknown kind '{k}' (one of {})",
-                    DUMP_KINDS.join(", ")
-                )));
-            }
+            let kinds = dump_kinds(&d.kind)?;
             let f = filter(
                 d.user,
                 d.partition,
@@ -358,16 +364,27 @@ pub fn main(args: Args) -> Result<()> {
                 r.days,
             )?;
             let groups = match group_file(r.groups) {
-                Some(p) if by == By::Group => report::read_groups(&p)?,
+                // A bad mapping file is a usage error, like a bad --config.
+                Some(p) if by == By::Group => {
+                    report::read_groups(&p).map_err(|e| Error::Usage(e.to_string()))?
+                }
                 _ => report::Groups::new(),
             };
             let raw = match &r.parquet {
                 Some(dir) => parquet_rows(dir, by, &f)?,
                 None => report::sqlite_rows(&existing(&path)?, by, &f)?,
             };
-            let rows = report::finish(by, raw, &groups)?;
+            let (rows, unsplit) = report::finish(by, raw, &groups)?;
             let mut out = io::BufWriter::new(io::stdout().lock());
-            report::write(&mut out, by, &rows, format)
+            report::write(&mut out, by, &rows, format)?;
+            out.flush()?;
+            if unsplit > 0 {
+                return Err(Error::Other(format!(
+                    "{unsplit} node lists could not be read (see above); their jobs are counted under '{}'",
+                    report::BAD_NODE_KEY
+                )));
+            }
+            Ok(())
         }
         Cmd::Flags(a) => {
             let format: Format = a.format.parse().map_err(Error::Usage)?;
@@ -406,15 +423,33 @@ pub fn main(args: Args) -> Result<()> {
     }
 }
 
-/// Opens the database, which must exist.
+/// Opens the database, which must exist, for reading only.
 fn existing(path: &std::path::Path) -> Result<Store> {
-    if !path.exists() {
-        return Err(Error::Other(format!(
-            "no database at {} (run hpc-ingest first)",
-            path.display()
+    Store::open_read(path)
+}
+
+/// The `--kind` list of dump: known kinds, each once, in the order given.
+fn dump_kinds(list: &str) -> Result<Vec<String>> {
+    let mut kinds: Vec<String> = Vec::new();
+    for k in list.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+        if !DUMP_KINDS.contains(&k) {
+            return Err(Error::Usage(format!(
+                "unknown kind '{}' (one of {})",
+                paths::escaped(k),
+                DUMP_KINDS.join(", ")
+            )));
+        }
+        if !kinds.iter().any(|have| have == k) {
+            kinds.push(k.to_string());
+        }
+    }
+    if kinds.is_empty() {
+        return Err(Error::Usage(format!(
+            "--kind names no kind (one or more of {}, comma-separated)",
+            DUMP_KINDS.join(", ")
         )));
     }
-    Store::open(path)
+    Ok(kinds)
 }
 
 /// The group mapping file: the flag, else $HPC_SIZER_GROUPS, else the
@@ -455,7 +490,7 @@ fn export(store: &Store, dir: &std::path::Path, f: &JobFilter) -> Result<()> {
         st.jobs,
         st.partitions,
         st.bytes as f64 / 1048576.0,
-        dir.display(),
+        paths::shown(dir),
         t.elapsed().as_secs_f64()
     );
     Ok(())

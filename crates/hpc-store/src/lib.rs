@@ -16,8 +16,9 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
 use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::paths::shown;
 use hpc_core::record::{peek_kind, tag_into};
-use hpc_core::store::{JobFilter, PutStats, Store};
+use hpc_core::store::{JobFilter, PutError, PutStats, Store};
 use hpc_core::{Error, IoContext, Result};
 
 /// What `put` did.
@@ -29,21 +30,43 @@ pub struct PutReport {
     pub written: PutStats,
     /// Spool files loaded.
     pub files: u64,
+    /// Spool files left alone because they could not be read or are not
+    /// plain files of the loading user (each reported on stderr).
+    pub skipped: u64,
+    /// Spool files left for a later run because their last line is not
+    /// complete yet.
+    pub waiting: u64,
 }
 
 impl std::ops::AddAssign for PutReport {
     fn add_assign(&mut self, o: PutReport) {
         self.lines += o.lines;
-        self.written.jobs += o.written.jobs;
-        self.written.jobs_kept += o.written.jobs_kept;
-        self.written.others += o.written.others;
+        self.written += o.written;
         self.files += o.files;
+        self.skipped += o.skipped;
+        self.waiting += o.waiting;
     }
 }
 
-/// Loads NDJSON records from one reader in one transaction. Bad lines are
-/// reported (with `source` and line number) and skipped; a truncated last
-/// line is tolerated with a warning.
+/// Lines gathered before a write transaction starts: `put` holds the write
+/// lock only while it writes what it has already read, never while it waits
+/// for more input (so `hpc-store dump | ... | hpc-store put` on one file
+/// cannot lock itself out).
+const BATCH_LINES: usize = 20_000;
+/// ... or this many bytes, whichever comes first.
+const BATCH_BYTES: usize = 16 << 20;
+
+/// One line read, waiting for its transaction.
+struct Pending {
+    number: u64,
+    text: String,
+    unterminated: bool,
+}
+
+/// Loads NDJSON records from one reader, committing in batches. Bad lines
+/// are reported (with `source` and line number) and skipped; a last line
+/// cut off mid-record (a killed writer) is tolerated with a warning. A
+/// failure of the database stops the load with an error.
 pub fn put_reader(
     store: &mut Store,
     source: Option<&str>,
@@ -52,51 +75,108 @@ pub fn put_reader(
 ) -> Result<PutReport> {
     let mut rep = PutReport::default();
     let mut lines = LineReader::new(input);
-    let mut w = store.writer()?;
-    while let Some(line) = lines.next_line()? {
-        rep.lines += 1;
-        let line = match line {
-            Ok(l) => l,
-            Err((n, why)) => {
+    let mut batch: Vec<Pending> = Vec::new();
+    let mut bytes = 0;
+    loop {
+        let next = lines.next_line()?;
+        let end = next.is_none();
+        match next {
+            None => {}
+            Some(Err((n, why))) => {
+                rep.lines += 1;
                 rejects.reject(source, n, &why)?;
-                continue;
             }
-        };
-        if line.text.trim().is_empty() {
-            continue;
+            Some(Ok(line)) => {
+                rep.lines += 1;
+                if !line.text.trim().is_empty() {
+                    bytes += line.text.len();
+                    batch.push(Pending {
+                        number: line.number,
+                        text: line.text.to_owned(),
+                        unterminated: line.unterminated,
+                    });
+                }
+            }
         }
-        let outcome = match peek_kind(line.text) {
-            None => Err("not a JSON object with a \"kind\"".to_string()),
-            Some(kind) => w.put_line(&kind, line.text),
+        if !batch.is_empty() && (end || batch.len() >= BATCH_LINES || bytes >= BATCH_BYTES) {
+            rep.written += write_batch(store, source, &batch, rejects)?;
+            batch.clear();
+            bytes = 0;
+        }
+        if end {
+            return Ok(rep);
+        }
+    }
+}
+
+/// Writes one batch in one transaction.
+fn write_batch(
+    store: &mut Store,
+    source: Option<&str>,
+    batch: &[Pending],
+    rejects: &mut Rejects,
+) -> Result<PutStats> {
+    let mut w = store.writer()?;
+    for line in batch {
+        let outcome = match peek_kind(&line.text) {
+            None => Err(PutError::Bad("not a JSON object with a \"kind\"".into())),
+            Some(kind) => w.put_line(&kind, &line.text),
         };
-        if let Err(why) = outcome {
-            if line.unterminated {
+        match outcome {
+            Ok(()) => {}
+            Err(PutError::Store(e)) => return Err(e),
+            Err(PutError::Bad(why)) if line.unterminated && is_cut_record(&line.text) => {
                 rejects.warn(
                     source,
                     line.number,
                     &format!("truncated last line ignored: {why}"),
                 );
-            } else {
-                rejects.reject(source, line.number, &why)?;
             }
+            Err(PutError::Bad(why)) => rejects.reject(source, line.number, &why)?,
         }
     }
-    rep.written = w.commit()?;
-    Ok(rep)
+    w.commit()
 }
 
-/// Loads every finished `*.ndjson` file of a spool folder (one transaction
-/// per file) and moves it to `DIR/done/`. Files whose name starts with a dot
-/// are still being written and are left alone. A file with rejected lines
-/// has its good lines loaded and goes to `DIR/rejected/` instead.
-pub fn put_spool(store: &mut Store, dir: &Path, rejects: &mut Rejects) -> Result<PutReport> {
+/// True for the start of a JSON object that the input ended inside of: what
+/// a writer killed mid-line leaves. Anything else on a last line is a bad
+/// line like any other.
+fn is_cut_record(text: &str) -> bool {
+    text.trim_start().starts_with('{')
+        && serde_json::from_str::<serde::de::IgnoredAny>(text).is_err_and(|e| e.is_eof())
+}
+
+/// How a spool folder is loaded.
+#[derive(Debug, Clone, Copy)]
+pub struct SpoolOptions {
+    /// A file whose last line is not complete is left for a later run until
+    /// it is this old (seconds since its last change); then it is loaded and
+    /// its cut last line reported.
+    pub settle_s: u64,
+}
+
+/// Loads every finished `*.ndjson` file of a spool folder and moves it to
+/// `DIR/done/` (or `DIR/rejected/` when some of its lines were rejected; its
+/// good lines are loaded). Only regular files owned by the loading user are
+/// read, opened without following links; anything else is reported and left
+/// alone, and so is a file that cannot be read. Files whose name starts with a
+/// dot are still being written and are skipped quietly, as is a file whose
+/// last line is incomplete and younger than `settle_s`. A move never
+/// replaces an earlier file of the same name: the new one gets a `.N`
+/// suffix. A failure of the database stops the run and leaves the file
+/// where it was.
+pub fn put_spool(
+    store: &mut Store,
+    dir: &Path,
+    opts: SpoolOptions,
+    rejects: &mut Rejects,
+) -> Result<PutReport> {
     let mut names: Vec<PathBuf> = fs::read_dir(dir)
-        .ctx(|| format!("cannot read spool {}", dir.display()))?
+        .ctx(|| format!("cannot read spool {}", shown(dir)))?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| {
-            p.is_file()
-                && p.extension().is_some_and(|x| x == "ndjson")
+            p.extension().is_some_and(|x| x == "ndjson")
                 && !p
                     .file_name()
                     .is_some_and(|n| n.to_string_lossy().starts_with('.'))
@@ -105,22 +185,97 @@ pub fn put_spool(store: &mut Store, dir: &Path, rejects: &mut Rejects) -> Result
     names.sort();
     let mut total = PutReport::default();
     for path in names {
-        let shown = path.display().to_string();
+        let name = shown(&path);
+        let file = match open_spool_file(&path, opts.settle_s) {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                total.waiting += 1;
+                continue;
+            }
+            Err(why) => {
+                hpc_core::note!("hpc-store: {name}: {why}; left alone");
+                total.skipped += 1;
+                continue;
+            }
+        };
         let before = rejects.rejected;
-        let f = fs::File::open(&path).ctx(|| format!("cannot open {shown}"))?;
-        let rep = put_reader(store, Some(&shown), std::io::BufReader::new(f), rejects)?;
+        let rep = put_reader(store, Some(&name), std::io::BufReader::new(file), rejects)?;
         let dest_dir = dir.join(if rejects.rejected > before {
             "rejected"
         } else {
             "done"
         });
-        hpc_core::paths::create_private_dir(&dest_dir)?;
-        let dest = dest_dir.join(path.file_name().expect("a file has a name"));
-        fs::rename(&path, &dest).ctx(|| format!("cannot move {shown} to {}", dest.display()))?;
+        move_no_clobber(&path, &dest_dir)?;
         total += rep;
         total.files += 1;
     }
     Ok(total)
+}
+
+/// Opens one spool entry: a regular file of this user, not through a link.
+/// `Ok(None)` when its last line is still incomplete and it is younger than
+/// `settle_s`.
+fn open_spool_file(path: &Path, settle_s: u64) -> std::result::Result<Option<fs::File>, String> {
+    use nix::fcntl::OFlag;
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == nix::errno::Errno::ELOOP as i32 => {
+                "a symbolic link, not a spool file".to_string()
+            }
+            _ => format!("cannot open: {e}"),
+        })?;
+    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(format!(
+            "owned by uid {}, not by the loading user ({me})",
+            meta.uid()
+        ));
+    }
+    if meta.len() > 0 {
+        let mut f = &file;
+        let mut last = [0u8];
+        f.seek(SeekFrom::End(-1))
+            .and_then(|_| f.read_exact(&mut last))
+            .and_then(|_| f.seek(SeekFrom::Start(0)))
+            .map_err(|e| format!("cannot read: {e}"))?;
+        let age = meta.modified().ok().and_then(|m| m.elapsed().ok());
+        if last[0] != b'\n' && age.map_or(true, |a| a.as_secs() < settle_s) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(file))
+}
+
+/// Moves `path` into `dir` under its own name, or `NAME.1`, `NAME.2`, ...
+/// when that is taken: an earlier file is never replaced.
+fn move_no_clobber(path: &Path, dir: &Path) -> Result<PathBuf> {
+    hpc_core::paths::create_private_dir(dir)?;
+    let name = path.file_name().expect("a spool entry has a name");
+    let mut dest = dir.join(name);
+    for n in 1u32.. {
+        match fs::hard_link(path, &dest) {
+            Ok(()) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let mut alt = name.to_os_string();
+                alt.push(format!(".{n}"));
+                dest = dir.join(alt);
+            }
+            Err(e) => {
+                return Err(e).ctx(|| format!("cannot move {} to {}", shown(path), shown(&dest)))
+            }
+        }
+    }
+    fs::remove_file(path).ctx(|| format!("cannot remove {} after moving it", shown(path)))?;
+    Ok(dest)
 }
 
 /// Writes the `status` lines.
@@ -132,7 +287,9 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> Result<()> {
     };
     let jobs = one("SELECT count(*) FROM jobs")?;
     let fin = one("SELECT count(*) FROM jobs WHERE is_final = 1")?;
-    let with_rss = one("SELECT count(*) FROM jobs WHERE is_final = 1 AND max_rss_mb IS NOT NULL")?;
+    let with_rss = one(
+        "SELECT count(*) FROM jobs WHERE is_final = 1 AND start_ts IS NOT NULL AND max_rss_mb IS NOT NULL",
+    )?;
     let ran = one("SELECT count(*) FROM jobs WHERE is_final = 1 AND start_ts IS NOT NULL")?;
     let stamp = |sql: &str| -> Result<Option<String>> {
         let epoch: Option<i64> = c.query_row(sql, [], |r| r.get(0))?;
@@ -144,7 +301,7 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> Result<()> {
         + fs::metadata(format!("{}-wal", path.display()))
             .map(|m| m.len())
             .unwrap_or(0);
-    writeln!(out, "database: {}", path.display())?;
+    writeln!(out, "database: {}", hpc_core::paths::shown(path))?;
     writeln!(out, "schema version: {}", store.version()?)?;
     writeln!(out, "size: {:.1} MiB", size as f64 / 1048576.0)?;
     writeln!(
@@ -284,10 +441,11 @@ pub fn store_flags(
     use report::Cell;
     let (cond, ps) = filter.sql();
     let filtered = !filter.is_empty();
+    // One row per job id: the runs of a requeued job share their flags.
     let from = if filtered {
-        format!("flags f JOIN jobs ON jobs.job_id_raw = f.job_id WHERE {cond}")
+        format!("flags f JOIN (SELECT job_id_raw, max(user) AS user FROM jobs WHERE {cond} GROUP BY job_id_raw) jobs ON jobs.job_id_raw = f.job_id")
     } else {
-        "flags f LEFT JOIN jobs ON jobs.job_id_raw = f.job_id".to_string()
+        "flags f LEFT JOIN (SELECT job_id_raw, max(user) AS user FROM jobs GROUP BY job_id_raw) jobs ON jobs.job_id_raw = f.job_id".to_string()
     };
     let params = if filtered { ps } else { Vec::new() };
     let (cols, sql): (&[&str], String) = if jobs {

@@ -319,15 +319,39 @@ fn eq_text(v: Option<rusqlite::types::ValueRef<'_>>, k: Option<&str>) -> bool {
 /// The key shown for jobs without a value.
 pub const NONE_KEY: &str = "(none)";
 
-/// Maps raw rows to report rows, sorted by CPU-hours (largest first), then key.
-pub fn finish(by: By, raw: Vec<RawRow>, groups: &Groups) -> Result<Vec<Row>> {
+/// The row under which `--by node` counts jobs whose node list cannot be read.
+pub const BAD_NODE_KEY: &str = "(bad node list)";
+
+/// The most nodes one job's node list may name in `--by node`.
+pub const MAX_JOB_NODES: usize = 100_000;
+
+/// Maps raw rows to report rows, sorted by CPU-hours (largest first), then
+/// key. With `--by node`, a node list that cannot be read (or names more
+/// than [`MAX_JOB_NODES`]) is reported on stderr and its jobs counted under
+/// [`BAD_NODE_KEY`]; the second value is how many such lists there were.
+pub fn finish(by: By, raw: Vec<RawRow>, groups: &Groups) -> Result<(Vec<Row>, u64)> {
     let mut acc: BTreeMap<String, Partial> = BTreeMap::new();
+    let mut unsplit = 0;
     for r in raw {
         match by {
             By::Node => {
                 let hosts = match &r.key {
-                    Some(list) => hpc_core::slurm::expand_hostlist(list, 100_000)
-                        .map_err(|e| Error::Other(format!("node list {e}")))?,
+                    Some(list) => match hpc_core::slurm::expand_hostlist(list, MAX_JOB_NODES) {
+                        Ok(h) => h,
+                        Err(e) => {
+                            hpc_core::note!(
+                                "hpc-store: node list '{}' of {} jobs: {}",
+                                hpc_core::paths::escaped(list),
+                                r.sums.jobs,
+                                hpc_core::paths::escaped(&e)
+                            );
+                            unsplit += 1;
+                            acc.entry(BAD_NODE_KEY.into())
+                                .or_default()
+                                .add_scaled(&r.sums, 1.0);
+                            continue;
+                        }
+                    },
                     None => Vec::new(),
                 };
                 if hosts.is_empty() {
@@ -368,7 +392,7 @@ pub fn finish(by: By, raw: Vec<RawRow>, groups: &Groups) -> Result<Vec<Row>> {
             .unwrap_or(std::cmp::Ordering::Equal)
             .then_with(|| a.key.cmp(&b.key))
     });
-    Ok(rows)
+    Ok((rows, unsplit))
 }
 
 /// Output formats.
@@ -735,7 +759,8 @@ mod tests {
             ],
             &g,
         )
-        .unwrap();
+        .unwrap()
+        .0;
         assert_eq!(rows[0].key, "physics");
         assert_eq!(rows[1].key, "a2");
         assert_eq!(rows[1].sums.jobs, 2.0);
@@ -750,7 +775,8 @@ mod tests {
             vec![raw("n[1-2]", "", 1.0, 10.0), raw("n2", "", 1.0, 1.0)],
             &Groups::new(),
         )
-        .unwrap();
+        .unwrap()
+        .0;
         let n2 = rows.iter().find(|r| r.key == "n2").unwrap();
         assert_eq!((n2.sums.jobs, n2.sums.cpu_h), (2.0, 6.0));
         let n1 = rows.iter().find(|r| r.key == "n1").unwrap();
@@ -767,7 +793,8 @@ mod tests {
             ],
             &Groups::new(),
         )
-        .unwrap();
+        .unwrap()
+        .0;
         let mut out = Vec::new();
         write(&mut out, By::User, &rows, Format::Table).unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -775,7 +802,9 @@ mod tests {
             assert!(l.chars().count() <= 80, "{l:?} is {} wide", l.len());
         }
         assert!(!text.contains('\u{1b}'));
-        let rows = finish(By::User, vec![raw("a|b", "", 1.0, 1.0)], &Groups::new()).unwrap();
+        let rows = finish(By::User, vec![raw("a|b", "", 1.0, 1.0)], &Groups::new())
+            .unwrap()
+            .0;
         let mut out = Vec::new();
         write(&mut out, By::User, &rows, Format::Md).unwrap();
         assert!(String::from_utf8(out).unwrap().contains("| a\\|b |"));

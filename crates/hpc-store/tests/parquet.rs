@@ -154,8 +154,12 @@ fn parquet_rows_equal_sqlite_rows_for_every_grouping_and_filter() {
     for (name, f) in filters() {
         for by in ALL {
             let what = format!("{name} by {}", by.name());
-            let s = finish(by, sqlite_rows(&store, by, &f).unwrap(), &groups).unwrap();
-            let p = finish(by, parquet_rows(&dir, by, &f).unwrap(), &groups).unwrap();
+            let s = finish(by, sqlite_rows(&store, by, &f).unwrap(), &groups)
+                .unwrap()
+                .0;
+            let p = finish(by, parquet_rows(&dir, by, &f).unwrap(), &groups)
+                .unwrap()
+                .0;
             assert_same(&what, &s, &p);
             if name == "none" {
                 assert!(
@@ -171,7 +175,8 @@ fn parquet_rows_equal_sqlite_rows_for_every_grouping_and_filter() {
         parquet_rows(&dir, By::Tool, &JobFilter::default()).unwrap(),
         &groups,
     )
-    .unwrap();
+    .unwrap()
+    .0;
     let bwa = tools.iter().find(|r| r.key == "bwa").expect("a bwa row");
     assert_eq!(bwa.sums.jobs, 2.0);
     assert!(tools.iter().any(|r| r.key == "gromacs"));
@@ -254,13 +259,15 @@ fn export_writes_private_date_partitions_and_replaces_them() {
         sqlite_rows(&store, By::User, &JobFilter::default()).unwrap(),
         &Groups::new(),
     )
-    .unwrap();
+    .unwrap()
+    .0;
     let p = finish(
         By::User,
         parquet_rows(&dir, By::User, &JobFilter::default()).unwrap(),
         &Groups::new(),
     )
-    .unwrap();
+    .unwrap()
+    .0;
     assert_same("after re-export", &s, &p);
 }
 

@@ -1,0 +1,650 @@
+//! hpc-store under the faults a user meets: a reader beside a slow writer,
+//! read-only and locked databases, odd spool entries, requeued runs, bad
+//! values, a stderr that cannot be written.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hpc-store");
+
+fn cmd(db: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("--db").arg(db).args(args);
+    c.env_remove("HPC_SIZER_GROUPS");
+    c
+}
+
+fn run(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = cmd(db, args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits for `child` at most `limit`; kills it and panics when it hangs.
+fn finish_within(mut child: Child, limit: Duration, what: &str) -> Output {
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > limit {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!("{what} hung for {limit:?}: {}", text(&out.stderr));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn job(id: &str, user: &str, state: &str, start: &str, end: Option<&str>, cpu_h: f64) -> String {
+    let end = end.map_or("null".to_string(), |e| format!("\"{e}\""));
+    let fin = !matches!(state, "RUNNING" | "PENDING" | "REQUEUED");
+    format!(
+        r#"{{"kind":"job","cluster":"c","job_id":"{id}","job_id_raw":"{id}","user":"{user}","partition":"cpu","state":"{state}","submit":"2026-01-01T00:00:00Z","start":"{start}","end":{end},"alloc_cpus":1,"cpu_hours_reserved":{cpu_h},"node_list":"n1","is_final":{fin}}}"#
+    )
+}
+
+fn some_jobs(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            job(
+                &format!("{}", 1000 + i),
+                "alice",
+                "COMPLETED",
+                "2026-01-01T00:01:00Z",
+                Some("2026-01-01T01:00:00Z"),
+                1.0,
+            ) + "\n"
+        })
+        .collect()
+}
+
+fn count_jobs(db: &Path) -> usize {
+    let out = run(db, &["dump", "--kind", "job"], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout).lines().count()
+}
+
+fn is_root() -> bool {
+    fs::metadata("/proc/self").unwrap().uid() == 0
+}
+
+/// A folder that cannot be written: a tmpfs remounted read-only when we are
+/// root (root writes through file modes), mode 0555 otherwise. `fill` runs
+/// while it is still writable.
+struct ReadOnlyDir {
+    path: PathBuf,
+    mounted: bool,
+    _keep: tempfile::TempDir,
+}
+
+impl ReadOnlyDir {
+    fn new(fill: impl FnOnce(&Path)) -> ReadOnlyDir {
+        let keep = tempfile::tempdir().unwrap();
+        let path = keep.path().join("ro");
+        fs::create_dir(&path).unwrap();
+        let mounted = is_root();
+        if mounted {
+            let ok = Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=16m,mode=0700", "tmpfs"])
+                .arg(&path)
+                .status()
+                .unwrap();
+            assert!(ok.success(), "mount tmpfs");
+        }
+        fill(&path);
+        if mounted {
+            let ok = Command::new("mount")
+                .args(["-o", "remount,ro"])
+                .arg(&path)
+                .status()
+                .unwrap();
+            assert!(ok.success(), "remount ro");
+        } else {
+            for e in fs::read_dir(&path).unwrap() {
+                let p = e.unwrap().path();
+                fs::set_permissions(&p, fs::Permissions::from_mode(0o444)).unwrap();
+            }
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o555)).unwrap();
+        }
+        ReadOnlyDir {
+            path,
+            mounted,
+            _keep: keep,
+        }
+    }
+
+    fn make_writable(&self) {
+        if self.mounted {
+            let ok = Command::new("mount")
+                .args(["-o", "remount,rw"])
+                .arg(&self.path)
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        } else {
+            fs::set_permissions(&self.path, fs::Permissions::from_mode(0o755)).unwrap();
+            for e in fs::read_dir(&self.path).unwrap() {
+                let p = e.unwrap().path();
+                fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+            }
+        }
+    }
+}
+
+impl Drop for ReadOnlyDir {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(&self.path).status();
+        } else {
+            let _ = fs::set_permissions(&self.path, fs::Permissions::from_mode(0o755));
+        }
+    }
+}
+
+// Item 2: opening for reading takes no write lock; put reads before it locks.
+#[test]
+fn readers_do_not_wait_for_a_slow_put() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    assert!(run(&db, &["put"], some_jobs(3).as_bytes()).status.success());
+    // A put whose input has not ended yet (the upstream of a pipe still running).
+    let mut slow = cmd(&db, &["put"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = slow.stdin.take().unwrap();
+    input
+        .write_all(
+            job(
+                "1",
+                "bob",
+                "COMPLETED",
+                "2026-01-02T00:00:00Z",
+                Some("2026-01-02T01:00:00Z"),
+                1.0,
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    input.write_all(b"\n").unwrap();
+    input.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    for args in [
+        &["status"][..],
+        &["dump", "--kind", "job"],
+        &["report", "--by", "user"],
+    ] {
+        let child = cmd(&db, args)
+            .env("HPC_SIZER_BUSY_TIMEOUT", "5")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = finish_within(child, Duration::from_secs(30), &format!("{args:?}"));
+        assert!(
+            out.status.success(),
+            "{args:?} beside a put: {}",
+            text(&out.stderr)
+        );
+    }
+    drop(input);
+    let out = finish_within(slow, Duration::from_secs(30), "put");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(count_jobs(&db), 4);
+}
+
+// Item 2: `dump | put` on one database, the documented pipe, many times.
+#[test]
+fn dump_piped_into_put_on_one_database_stores_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    assert!(run(&db, &["put"], some_jobs(500).as_bytes())
+        .status
+        .success());
+    for round in 0..10 {
+        let mut dump = cmd(&db, &["dump", "--kind", "job"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let put = cmd(&db, &["put"])
+            .stdin(dump.stdout.take().unwrap())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = finish_within(put, Duration::from_secs(60), "put");
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "round {round}: {err}");
+        assert!(err.contains("500 jobs"), "round {round}: {err}");
+        assert!(dump.wait().unwrap().success(), "round {round}: dump");
+    }
+}
+
+// Item 2: the reading commands work on a database that cannot be written.
+#[test]
+fn a_read_only_database_can_be_read() {
+    let src = tempfile::tempdir().unwrap();
+    let made = src.path().join("h.db");
+    assert!(run(&made, &["put"], some_jobs(4).as_bytes())
+        .status
+        .success());
+    let ro = ReadOnlyDir::new(|p| {
+        fs::copy(&made, p.join("h.db")).unwrap();
+    });
+    let db = ro.path.join("h.db");
+    for args in [
+        &["status"][..],
+        &["dump", "--kind", "job,flag"],
+        &["report", "--by", "user"],
+        &["flags"],
+        &["history", "--tool", "x"],
+    ] {
+        let out = run(&db, args, b"");
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+    assert_eq!(count_jobs(&db), 4);
+    let out = run(&db, &["put"], some_jobs(1).as_bytes());
+    assert_eq!(out.status.code(), Some(1), "a put cannot write here");
+}
+
+// Item 4: a store that cannot be written fails the run and leaves the spool.
+#[test]
+fn an_unwritable_database_leaves_spool_files_in_place() {
+    let spool_dir = tempfile::tempdir().unwrap();
+    let spool = spool_dir.path();
+    fs::write(spool.join("a.ndjson"), some_jobs(2)).unwrap();
+    fs::write(spool.join("b.ndjson"), some_jobs(3)).unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let made = src.path().join("h.db");
+    assert!(run(&made, &["put"], b"").status.success());
+    let ro = ReadOnlyDir::new(|p| {
+        fs::copy(&made, p.join("h.db")).unwrap();
+    });
+    let db = ro.path.join("h.db");
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(spool.join("a.ndjson").exists() && spool.join("b.ndjson").exists());
+    assert!(
+        !spool.join("rejected").exists(),
+        "good files are not rejected"
+    );
+    ro.make_writable();
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(spool.join("done/a.ndjson").exists() && spool.join("done/b.ndjson").exists());
+    assert_eq!(count_jobs(&db), 3);
+}
+
+// Item 4: a database locked by another writer is a failure, not a reject.
+#[test]
+fn a_locked_database_leaves_spool_files_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spool = dir.path().join("spool");
+    fs::create_dir(&spool).unwrap();
+    fs::write(spool.join("a.ndjson"), some_jobs(2)).unwrap();
+    assert!(run(&db, &["put"], b"").status.success());
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let out = cmd(&db, &["put", "--spool", spool.to_str().unwrap()])
+        .env("HPC_SIZER_BUSY_TIMEOUT", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("locked"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(spool.join("a.ndjson").exists());
+    assert!(!spool.join("rejected").exists());
+    holder.execute_batch("ROLLBACK").unwrap();
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(count_jobs(&db), 2);
+}
+
+// Items 4, 11, 12: odd entries are reported (escaped) and left alone; the
+// good files still load; a second file of a loaded name does not replace it.
+#[test]
+fn spool_takes_only_finished_regular_files_of_its_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spool = dir.path().join("spool");
+    fs::create_dir(&spool).unwrap();
+    let outside = dir.path().join("secret.ndjson");
+    fs::write(&outside, some_jobs(7)).unwrap();
+    fs::write(spool.join("good.ndjson"), some_jobs(2)).unwrap();
+    symlink(&outside, spool.join("link.ndjson")).unwrap();
+    symlink("/etc/passwd", spool.join("passwd.ndjson")).unwrap();
+    fs::create_dir(spool.join("dir.ndjson")).unwrap();
+    fs::write(spool.join("evil\n\x1b[31m.ndjson"), "{").unwrap();
+    let partial = some_jobs(1) + r#"{"kind":"job","cluster":"c","#;
+    fs::write(spool.join("partial.ndjson"), &partial).unwrap();
+    let other_user = spool.join("other.ndjson");
+    fs::write(&other_user, some_jobs(5)).unwrap();
+    let chowned = is_root()
+        && Command::new("chown")
+            .arg("65534")
+            .arg(&other_user)
+            .status()
+            .unwrap()
+            .success();
+
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("link.ndjson: a symbolic link"), "{err}");
+    assert!(err.contains("passwd.ndjson: a symbolic link"), "{err}");
+    assert!(err.contains("dir.ndjson: not a regular file"), "{err}");
+    assert!(!err.contains('\x1b'), "names are escaped: {err:?}");
+    assert!(spool.join("link.ndjson").exists() && outside.exists());
+    assert!(spool.join("done/good.ndjson").exists());
+    assert!(
+        spool.join("partial.ndjson").exists(),
+        "a file with an incomplete last line waits for its writer"
+    );
+    if chowned {
+        assert!(err.contains("other.ndjson: owned by uid 65534"), "{err}");
+        assert!(other_user.exists());
+    }
+    // Only the good file's jobs were read (ids 1000, 1001), nothing through a link.
+    let jobs = count_jobs(&db);
+    assert_eq!(jobs, if chowned { 2 } else { 5 }, "{err}");
+
+    // A second good.ndjson lands beside the first, never over it.
+    fs::write(spool.join("good.ndjson"), some_jobs(1)).unwrap();
+    fs::remove_file(spool.join("link.ndjson")).unwrap();
+    fs::remove_file(spool.join("passwd.ndjson")).unwrap();
+    fs::remove_dir(spool.join("dir.ndjson")).unwrap();
+    let _ = fs::remove_file(&other_user);
+    let out = run(
+        &db,
+        &["put", "--spool", spool.to_str().unwrap(), "--settle", "0"],
+        b"",
+    );
+    let err = text(&out.stderr);
+    assert!(spool.join("done/good.ndjson").exists());
+    assert!(spool.join("done/good.ndjson.1").exists(), "{err}");
+    assert_eq!(
+        fs::read_to_string(spool.join("done/good.ndjson")).unwrap(),
+        some_jobs(2)
+    );
+    // With --settle 0 the cut file is loaded, its last line reported.
+    assert!(spool.join("done/partial.ndjson").exists(), "{err}");
+    assert!(err.contains("truncated last line ignored"), "{err}");
+}
+
+// Item 8: every run of a requeued job is kept; stale snapshots are not.
+#[test]
+fn each_run_of_a_requeued_job_is_its_own_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let pending =
+        job("77", "alice", "PENDING", "", None, 0.0).replace(r#""start":"""#, r#""start":null"#);
+    let run1 = job("77", "alice", "RUNNING", "2026-01-01T00:10:00Z", None, 0.0);
+    assert!(
+        run(&db, &["put"], format!("{pending}\n{run1}\n").as_bytes())
+            .status
+            .success()
+    );
+    assert_eq!(
+        count_jobs(&db),
+        1,
+        "the pending view is replaced by the running run"
+    );
+    // What `sacct --duplicates` shows after a requeue: the first run ended
+    // as REQUEUED, the second completed.
+    let first = job(
+        "77",
+        "alice",
+        "REQUEUED",
+        "2026-01-01T00:10:00Z",
+        Some("2026-01-01T02:10:00Z"),
+        2.0,
+    );
+    let second = job(
+        "77",
+        "alice",
+        "COMPLETED",
+        "2026-01-01T03:00:00Z",
+        Some("2026-01-01T04:00:00Z"),
+        1.0,
+    );
+    let out = run(&db, &["put"], format!("{first}\n{second}\n").as_bytes());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // A late copy of the first run's running view changes nothing.
+    let out = run(&db, &["put"], format!("{run1}\n").as_bytes());
+    assert!(out.status.success());
+    let dumped = text(&run(&db, &["dump"], b"").stdout);
+    let states: Vec<&str> = dumped
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v["state"] == "REQUEUED" {
+                "REQUEUED"
+            } else if v["state"] == "COMPLETED" {
+                "COMPLETED"
+            } else {
+                "other"
+            }
+        })
+        .collect();
+    assert_eq!(states, ["REQUEUED", "COMPLETED"], "{dumped}");
+    let report = text(&run(&db, &["report", "--by", "user", "--format", "csv"], b"").stdout);
+    let alice = report.lines().find(|l| l.contains("alice")).unwrap();
+    assert!(
+        alice.contains(",2,3") || alice.contains(",2,3.0"),
+        "both runs' CPU hours count: {report}"
+    );
+    // Flags of a requeued job are counted once.
+    let flag = r#"{"kind":"flag","job_id":"77","flag":"oom_killed","category":"misuse","value":1,"threshold":null,"reason":"x"}"#;
+    assert!(run(&db, &["put"], format!("{flag}\n").as_bytes())
+        .status
+        .success());
+    let flags = text(&run(&db, &["flags", "--format", "csv", "--user", "alice"], b"").stdout);
+    assert!(flags.contains("oom_killed,misuse,1,1"), "{flags}");
+}
+
+// Item 9: typed fields that do not parse are rejected with their line.
+#[test]
+fn bad_values_are_rejected_not_stored_as_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let good = job(
+        "1",
+        "alice",
+        "COMPLETED",
+        "2026-01-01T00:01:00Z",
+        Some("2026-01-01T01:00:00Z"),
+        1.0,
+    );
+    let input = [
+        good.clone(),
+        good.replace(
+            r#""job_id":"1","job_id_raw":"1""#,
+            r#""job_id":"2","job_id_raw":"2""#,
+        )
+        .replace(r#""end":"2026-01-01T01:00:00Z""#, r#""end":"not a date""#),
+        good.replace(
+            r#""job_id":"1","job_id_raw":"1""#,
+            r#""job_id":"3","job_id_raw":"3""#,
+        )
+        .replace(r#""alloc_cpus":1"#, r#""alloc_cpus":1,"elapsed_s":-5"#),
+        good.replace(
+            r#""job_id":"1","job_id_raw":"1""#,
+            r#""job_id":"4","job_id_raw":"4""#,
+        )
+        .replace(r#""alloc_cpus":1"#, r#""alloc_cpus":1,"cpu_eff":-0.5"#),
+        good.replace(
+            r#""job_id":"1","job_id_raw":"1""#,
+            r#""job_id":"5","job_id_raw":"5""#,
+        )
+        .replace(r#""alloc_cpus":1"#, r#""alloc_cpus":1,"mem_eff":NaN"#),
+        good.replace(
+            r#""job_id":"1","job_id_raw":"1""#,
+            r#""job_id":"6","job_id_raw":"6""#,
+        )
+        .replace(r#""alloc_cpus":1"#, r#""alloc_cpus":1,"max_rss_mb":1e999"#),
+        good.replace(
+            r#""job_id":"1","job_id_raw":"1""#,
+            r#""job_id":"7","job_id_raw":"7""#,
+        )
+        .replace(
+            r#""alloc_cpus":1"#,
+            r#""alloc_cpus":1,"from_a_newer_tool":{"x":1}"#,
+        ),
+    ]
+    .join("\n")
+        + "\n";
+    let out = run(&db, &["put"], input.as_bytes());
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("line 2: end: 'not a date' is not a timestamp"),
+        "{err}"
+    );
+    assert!(err.contains("line 3: elapsed_s: -5"), "{err}");
+    assert!(err.contains("line 4: cpu_eff: -0.5"), "{err}");
+    assert!(err.contains("line 5:"), "{err}");
+    assert!(err.contains("line 6:"), "{err}");
+    assert!(err.contains("5 of 7 input lines rejected"), "{err}");
+    let ids: Vec<String> = text(&run(&db, &["dump"], b"").stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["job_id"].to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        ["\"1\"", "\"7\""],
+        "the good record and the newer one are kept"
+    );
+}
+
+// Item 19: usage errors and messages as the man page says.
+#[test]
+fn dump_kinds_and_status_counts_are_sane() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    assert!(run(&db, &["put"], some_jobs(2).as_bytes()).status.success());
+    let out = run(&db, &["dump", "--kind", ""], b"");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let out = run(&db, &["dump", "--kind", "job,job"], b"");
+    assert_eq!(text(&out.stdout).lines().count(), 2, "each job once");
+    // A final job with a MaxRSS but no start: not counted as one that ran.
+    let odd = r#"{"kind":"job","cluster":"c","job_id":"9","job_id_raw":"9","state":"CANCELLED","max_rss_mb":5,"is_final":true}"#;
+    assert!(run(&db, &["put"], format!("{odd}\n").as_bytes())
+        .status
+        .success());
+    let st = text(&run(&db, &["status"], b"").stdout);
+    assert!(st.contains("MaxRSS coverage: 0 of 2"), "{st}");
+    // A bad --groups file is a usage error (as a bad hpc-flags --config).
+    let groups = dir.path().join("groups");
+    fs::write(&groups, "alice\n").unwrap();
+    let out = run(
+        &db,
+        &[
+            "report",
+            "--by",
+            "group",
+            "--groups",
+            groups.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("line 1"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+// Item 19: a user_version behind the real schema is repaired, not failed.
+#[test]
+fn an_old_user_version_on_a_current_schema_is_repaired() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    assert!(run(&db, &["put"], some_jobs(2).as_bytes()).status.success());
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.pragma_update(None, "user_version", 1).unwrap();
+    drop(c);
+    let out = run(&db, &["put"], some_jobs(3).as_bytes());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let st = text(&run(&db, &["status"], b"").stdout);
+    assert!(st.contains("schema version: 3"), "{st}");
+    assert_eq!(count_jobs(&db), 3);
+}
+
+// Item 18: one node list that cannot be read does not hide the report.
+#[test]
+fn a_bad_node_list_is_reported_and_the_rest_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let input = some_jobs(2)
+        + &job(
+            "50",
+            "bob",
+            "COMPLETED",
+            "2026-01-01T00:01:00Z",
+            Some("2026-01-01T01:00:00Z"),
+            1.0,
+        )
+        .replace(r#""node_list":"n1""#, r#""node_list":"n[5-1]""#)
+        + "\n"
+        + &job(
+            "51",
+            "bob",
+            "COMPLETED",
+            "2026-01-01T00:01:00Z",
+            Some("2026-01-01T01:00:00Z"),
+            1.0,
+        )
+        .replace(r#""node_list":"n1""#, r#""node_list":"n[1-2000000]""#)
+        + "\n";
+    assert!(run(&db, &["put"], input.as_bytes()).status.success());
+    let out = run(&db, &["report", "--by", "node", "--format", "csv"], b"");
+    let (o, e) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(o.lines().any(|l| l.starts_with("n1,2,")), "{o}");
+    assert!(o.contains("(bad node list),2"), "{o}");
+    assert!(e.contains("n[5-1]") && e.contains("n[1-2000000]"), "{e}");
+}
+
+// Item 15: a stderr that cannot be written does not panic after a commit.
+#[test]
+fn a_full_stderr_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let full = fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut child = cmd(&db, &["put"])
+        .stdin(Stdio::piped())
+        .stderr(full)
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(some_jobs(2).as_bytes())
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(count_jobs(&db), 2);
+}
