@@ -186,6 +186,9 @@ pub fn put_spool(
     let mut total = PutReport::default();
     for path in names {
         let name = shown(&path);
+        if already_moved(&path, dir)? {
+            continue;
+        }
         let file = match open_spool_file(&path, opts.settle_s) {
             Ok(Some(f)) => f,
             Ok(None) => {
@@ -210,6 +213,30 @@ pub fn put_spool(
         total.files += 1;
     }
     Ok(total)
+}
+
+/// True (and the entry removed) when a run killed while moving this file
+/// already linked it into `done/` or `rejected/`: it was loaded then.
+fn already_moved(path: &Path, dir: &Path) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return Ok(false);
+    };
+    if !meta.is_file() || meta.nlink() < 2 {
+        return Ok(false);
+    }
+    let name = path.file_name().expect("a spool entry has a name");
+    for sub in ["done", "rejected"] {
+        let there = dir.join(sub).join(name);
+        if fs::symlink_metadata(&there)
+            .is_ok_and(|m| m.ino() == meta.ino() && m.dev() == meta.dev())
+        {
+            fs::remove_file(path)
+                .ctx(|| format!("cannot remove {} (already in {sub}/)", shown(path)))?;
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Opens one spool entry: a regular file of this user, not through a link.

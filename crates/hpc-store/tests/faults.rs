@@ -648,3 +648,20 @@ fn a_full_stderr_does_not_panic() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
     assert_eq!(count_jobs(&db), 2);
 }
+
+// Item 4: a run killed between linking a file into done/ and removing it
+// from the spool does not load it again or keep two copies.
+#[test]
+fn a_half_moved_spool_file_is_finished_not_reloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spool = dir.path().join("spool");
+    fs::create_dir_all(spool.join("done")).unwrap();
+    fs::write(spool.join("a.ndjson"), some_jobs(2)).unwrap();
+    fs::hard_link(spool.join("a.ndjson"), spool.join("done/a.ndjson")).unwrap();
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!spool.join("a.ndjson").exists());
+    assert!(!spool.join("done/a.ndjson.1").exists());
+    assert_eq!(fs::read_dir(spool.join("done")).unwrap().count(), 1);
+}

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# tests/faults.sh: the whole tools under the faults a user meets.
+#
+# A failing sacct during hpc-harvest, the documented dump | flags | put pipe
+# on one database 20 times, kill -9 of `put --spool` at random points, full
+# disks (a small tmpfs) for ingest, put, export and the probe, and symlinks
+# where outputs and spool entries should be. Uses the debug binaries of
+# CARGO_TARGET_DIR (built when missing). Prints `ok - ...` / `not ok - ...`
+# and a last line `N passed, N failed`; exits 1 when a check failed. The
+# full-disk cases need root (tmpfs mounts) and are skipped otherwise.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
+(cd "$root" && cargo build --quiet --workspace --bins --examples) || {
+    echo "tests/faults.sh: the build failed" >&2
+    exit 1
+}
+bin=$CARGO_TARGET_DIR/debug
+export PATH="$bin:$root/bin-wrappers:$PATH"
+
+passed=0
+failed=0
+ok() {
+    passed=$((passed + 1))
+    echo "ok - $*"
+}
+not_ok() {
+    failed=$((failed + 1))
+    echo "not ok - $*"
+}
+check() {
+    local what=$1
+    shift
+    if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+
+work=$(mktemp -d /tmp/hpc-sizer-faults.XXXXXX)
+cleanup() {
+    local m
+    grep -o "$work/[^ ]*" /proc/mounts | while read -r m; do
+        umount "$m" 2>/dev/null
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# small_disk NAME KIB: a tmpfs of that size (root only); prints its path.
+small_disk() {
+    local d=$work/$1
+    mkdir -p "$d"
+    mount -t tmpfs -o "size=${2}k,mode=0700" tmpfs "$d" || return 1
+    echo "$d"
+}
+is_root() { [ "$(id -u)" = 0 ]; }
+
+dump_sum() { hpc-store --db "$1" dump --kind job,summary,flag,sample,other | sort | sha256sum | cut -d' ' -f1; }
+job_count() { hpc-store --db "$1" dump --kind job | wc -l; }
+integrity() { python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("pragma integrity_check").fetchone()[0])' "$1"; }
+
+# ------------------------------------------------------------ hpc-harvest
+harvest_case() {
+    local name=$1 script=$2
+    local h=$work/harvest-$name
+    mkdir -p "$h/bin" "$h/data/hpc-sizer"
+    printf '#!/bin/sh\n%s\n' "$script" >"$h/bin/sacct"
+    chmod +x "$h/bin/sacct"
+    echo 1700000000 >"$h/data/hpc-sizer/harvest.watermark"
+    XDG_DATA_HOME=$h/data PATH="$h/bin:$PATH" HPC_SIZER_SPOOL=$h/spool \
+        hpc-harvest --db "$h/h.db" >"$h/out" 2>&1
+    echo $? >"$h/rc"
+}
+# What sacct prints with SLURM_TIME_FORMAT=%s: Unix seconds.
+good_sacct='echo "JobID|JobIDRaw|State|Submit|Start|End|Elapsed|AllocCPUS|ReqMem|TotalCPU"
+echo "41|41|COMPLETED|1767261600|1767261660|1767265260|01:00:00|2|2G|01:00:00"'
+
+harvest_case missing 'exit 127'
+check "harvest: sacct missing -> exit 1" [ "$(cat "$work/harvest-missing/rc")" = 1 ]
+check "harvest: sacct missing -> watermark kept" \
+    [ "$(cat "$work/harvest-missing/data/hpc-sizer/harvest.watermark")" = 1700000000 ]
+
+harvest_case down 'echo "sacct: error: Problem talking to the database: Connection refused" >&2; exit 1'
+check "harvest: slurmdbd down -> exit 1, says so" \
+    grep -q "sacct failed (exit 1)" "$work/harvest-down/out"
+check "harvest: slurmdbd down -> watermark kept" \
+    [ "$(cat "$work/harvest-down/data/hpc-sizer/harvest.watermark")" = 1700000000 ]
+
+harvest_case partial "$good_sacct
+exit 1"
+check "harvest: sacct dies after some output -> watermark kept" \
+    [ "$(cat "$work/harvest-partial/data/hpc-sizer/harvest.watermark")" = 1700000000 ]
+
+harvest_case good "[ \"\$SLURM_TIME_FORMAT\" = %s ] || exit 3
+$good_sacct"
+check "harvest: good sacct -> exit 0" [ "$(cat "$work/harvest-good/rc")" = 0 ]
+check "harvest: good sacct -> watermark moved" \
+    [ "$(cat "$work/harvest-good/data/hpc-sizer/harvest.watermark")" -gt 1700000000 ]
+check "harvest: the job is stored with its UTC times" \
+    grep -q '"start":"2026-01-01T10:01:00Z"' <(hpc-store --db "$work/harvest-good/h.db" dump)
+
+# ------------------------------------------------- dump | flags | put, x20
+pipe_db=$work/pipe.db
+"$bin/examples/gen_sacct" 3000 100 5 2>/dev/null | hpc-ingest --db "$pipe_db" 2>/dev/null
+pipe_jobs=$(job_count "$pipe_db")
+pipe_fail=0
+for round in $(seq 1 20); do
+    err=$work/pipe.err
+    # shellcheck disable=SC2016 # expanded by the inner shell
+    if ! timeout 120 sh -c 'hpc-store --db "$1" dump --kind job | hpc-flags | hpc-store --db "$1" put' \
+        sh "$pipe_db" 2>"$err"; then
+        pipe_fail=$((pipe_fail + 1))
+        echo "# round $round: $(tail -n 1 "$err")"
+    elif ! grep -q "hpc-store: $pipe_jobs jobs" "$err"; then
+        pipe_fail=$((pipe_fail + 1))
+        echo "# round $round stored less: $(tail -n 1 "$err")"
+    fi
+done
+check "dump | flags | put on one database: 20 of 20 runs store all $pipe_jobs jobs" [ "$pipe_fail" = 0 ]
+
+# ------------------------------------------- kill -9 of put --spool, x10
+make_spool() {
+    local d=$1 i
+    mkdir -p "$d"
+    for i in $(seq 1 40); do
+        "$bin/examples/gen_sacct" 1000 $((700000 + i * 1000)) "$i" 2>/dev/null |
+            hpc-ingest --ndjson 2>/dev/null >"$d/job-$i.ndjson"
+    done
+}
+make_spool "$work/spool-clean"
+cp -r "$work/spool-clean" "$work/spool-killed"
+hpc-store --db "$work/clean.db" put --spool "$work/spool-clean" 2>/dev/null
+files=$(find "$work/spool-clean/done" -type f | wc -l)
+killed_rounds=0
+for round in $(seq 1 10); do
+    hpc-store --db "$work/killed.db" put --spool "$work/spool-killed" 2>/dev/null &
+    pid=$!
+    sleep "0.$((RANDOM % 30 + 5))"
+    kill -9 "$pid" 2>/dev/null && killed_rounds=$((killed_rounds + 1))
+    wait "$pid" 2>/dev/null
+    state=$(integrity "$work/killed.db" 2>&1)
+    [ "$state" = ok ] || echo "# round $round: integrity check: $state"
+done
+echo "# put --spool killed mid-run in $killed_rounds of 10 rounds"
+hpc-store --db "$work/killed.db" put --spool "$work/spool-killed" 2>/dev/null
+check "kill -9 of put --spool: database intact" [ "$(integrity "$work/killed.db")" = ok ]
+check "kill -9 of put --spool: every file in done/ once ($files)" \
+    [ "$(find "$work/spool-killed/done" -type f | wc -l)" = "$files" ]
+check "kill -9 of put --spool: no file left in the spool" \
+    [ -z "$(find "$work/spool-killed" -maxdepth 1 -type f)" ]
+check "kill -9 of put --spool: same jobs as a clean run" \
+    [ "$(job_count "$work/killed.db")" = "$(job_count "$work/clean.db")" ]
+check "kill -9 of put --spool: same records (checksum) as a clean run" \
+    [ "$(dump_sum "$work/killed.db")" = "$(dump_sum "$work/clean.db")" ]
+
+# ---------------------------------------------------------- symlinks
+victim=$work/victim.txt
+echo "precious" >"$victim"
+ln -s "$victim" "$work/probe-out.ndjson"
+hpc-probe --out "$work/probe-out.ndjson" -- true >/dev/null 2>"$work/probe-link.err"
+probe_rc=$?
+check "probe --out through a symlink is refused (exit $probe_rc)" [ "$probe_rc" != 0 ]
+check "probe --out through a symlink leaves the target alone" [ "$(cat "$victim")" = precious ]
+ln -s /nonexistent/hpc-sizer-dangling "$work/dangling.ndjson"
+hpc-probe --out "$work/dangling.ndjson" -- true >/dev/null 2>&1
+check "probe --out through a dangling symlink creates nothing" [ ! -e /nonexistent/hpc-sizer-dangling ]
+mkdir -p "$work/spool-links"
+ln -s /etc/passwd "$work/spool-links/passwd.ndjson"
+ln -s "$work/spool-clean/done/job-1.ndjson" "$work/spool-links/other.ndjson"
+hpc-store --db "$work/links.db" put --spool "$work/spool-links" 2>"$work/links.err"
+check "put --spool: symlinked entries reported" grep -q "a symbolic link" "$work/links.err"
+check "put --spool: symlinked entries left alone, nothing read" \
+    [ -L "$work/spool-links/passwd.ndjson" ] && [ "$(job_count "$work/links.db")" = 0 ]
+
+# ------------------------------------------------------- full disks
+if is_root; then
+    big=$work/big-sacct.txt
+    "$bin/examples/gen_sacct" 20000 1 7 >"$big"
+    disk=$(small_disk ingest 256)
+    hpc-ingest --db "$disk/h.db" "$big" >/dev/null 2>"$work/full-ingest.err"
+    rc=$?
+    check "ingest onto a full disk fails (exit $rc)" [ "$rc" = 1 ]
+    check "ingest onto a full disk says why" grep -qi "full\|space" "$work/full-ingest.err"
+    check "ingest onto a full disk leaves a valid database" [ "$(integrity "$disk/h.db")" = ok ]
+
+    hpc-ingest --ndjson "$big" >"$work/big.ndjson" 2>/dev/null
+    disk=$(small_disk put 256)
+    mkdir -p "$work/spool-full"
+    cp "$work/big.ndjson" "$work/spool-full/big.ndjson"
+    hpc-store --db "$disk/h.db" put --spool "$work/spool-full" 2>"$work/full-put.err"
+    rc=$?
+    check "put onto a full disk fails (exit $rc)" [ "$rc" = 1 ]
+    check "put onto a full disk leaves the spool file in place" [ -f "$work/spool-full/big.ndjson" ]
+    check "put onto a full disk leaves a valid database" [ "$(integrity "$disk/h.db")" = ok ]
+
+    hpc-store --db "$work/export.db" put "$work/big.ndjson" 2>/dev/null
+    disk=$(small_disk export 64)
+    hpc-store --db "$work/export.db" export --parquet "$disk/ds" 2>"$work/full-export.err"
+    rc=$?
+    check "export onto a full disk fails (exit $rc)" [ "$rc" = 1 ]
+    check "export onto a full disk leaves no temporary files" \
+        [ -z "$(find "$disk" -name '.*tmp*' 2>/dev/null)" ]
+
+    disk=$(small_disk probe 16)
+    timeout 60 hpc-probe --interval 0.05 --out "$disk/p.ndjson" -- sleep 30 >/dev/null 2>"$work/full-probe.err"
+    rc=$?
+    check "probe onto a full disk fails (exit $rc), not hangs" [ "$rc" != 0 ] && [ "$rc" != 124 ]
+    check "probe onto a full disk: its command does not live on" \
+        [ -z "$(pgrep -f '^sleep 30$')" ]
+    check "probe onto a full disk: the file holds whole lines only" \
+        python3 -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1]) if l.endswith("\n")]' "$disk/p.ndjson"
+else
+    echo "# full-disk cases skipped: they need root for tmpfs mounts"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
