@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use argh::FromArgs;
 use hpc_core::ndjson::open_input;
+use hpc_core::slurm::Zone;
 use hpc_core::store::Store;
 use hpc_core::{paths, Error, Result};
 
@@ -65,7 +66,7 @@ pub struct Args {
 }
 
 /// Checks the flags and runs.
-pub fn main(args: Args, local_offset_s: i64) -> Result<()> {
+pub fn main(args: Args) -> Result<()> {
     if args.sacct_format {
         let mut out = io::stdout().lock();
         writeln!(out, "{}", SACCT_FIELDS.join(","))?;
@@ -91,7 +92,11 @@ pub fn main(args: Args, local_offset_s: i64) -> Result<()> {
         delimiter: args.delimiter.clone(),
         parse: ParseOpts {
             cluster: args.cluster.clone(),
-            utc_offset_s: if args.utc { 0 } else { local_offset_s },
+            zone: if args.utc {
+                Zone::utc()
+            } else {
+                Zone::system().map_err(Error::Usage)?
+            },
         },
         strict: args.strict,
     };

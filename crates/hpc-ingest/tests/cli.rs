@@ -14,12 +14,20 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sacct")
 }
 
-/// Runs hpc-ingest with `args`, feeding `stdin`, with HPC_SIZER_DB unset.
+/// Runs hpc-ingest with `args`, feeding `stdin`, with HPC_SIZER_DB unset
+/// and TZ=UTC.
 fn ingest(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env_remove("HPC_SIZER_DB")
-        .env("TZ", "UTC")
+    ingest_in(Some("UTC"), args, stdin)
+}
+
+/// [`ingest`] with `TZ` set to `tz`, or unset.
+fn ingest_in(tz: Option<&str>, args: &[&str], stdin: &[u8]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).env_remove("HPC_SIZER_DB").env_remove("TZ");
+    if let Some(tz) = tz {
+        cmd.env("TZ", tz);
+    }
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -367,15 +375,122 @@ fn bad_lines_are_reported_and_good_lines_kept() {
 }
 
 #[test]
-fn truncated_last_line_and_empty_input_are_tolerated() {
+fn an_unterminated_last_line_is_read_like_any_other() {
+    // Good without its newline: kept.
+    let text = "JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|COMPLETED|00:02:00";
+    let out = ingest(&["--ndjson"], text.as_bytes());
+    assert_eq!(jobs_of(&out).len(), 2);
+    // Bad without its newline: a rejected line, not a tolerated truncation.
     let text = "JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|COMPL";
     let out = ingest(&["--ndjson"], text.as_bytes());
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("truncated last line"));
-    assert_eq!(jobs_of(&out).len(), 1);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 3: 2 fields"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("truncated"), "{}", stderr(&out));
+    let out = ingest(&["--ndjson"], b"garbage");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("line 1: "), "{}", stderr(&out));
+    assert!(stderr(&out).contains("1 rejected"), "{}", stderr(&out));
+    // Empty input is no job and no error.
     let out = ingest(&["--ndjson"], b"");
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
+}
+
+/// Local summer and winter times, Unix seconds and times with offsets.
+const TIMES: &str = "JobID|State|Elapsed|Submit|Start|End\n\
+    1|COMPLETED|00:01:00|2026-07-01T11:00:00|2026-07-01T12:00:00|2026-07-01T12:01:00\n\
+    2|COMPLETED|00:01:00|2026-01-15T11:00:00|2026-01-15T12:00:00|2026-01-15T12:01:00\n\
+    3|COMPLETED|00:01:00|1782907200|1782907200|Unknown\n\
+    4|COMPLETED|00:01:00|2026-07-01T12:00:00Z|2026-07-01T12:00:00+02:00|2026-07-01T12:00:00-05:00\n";
+
+/// (job id, submit, start, end) of each job, in job id order.
+fn times(tz: Option<&str>, args: &[&str]) -> Vec<[String; 4]> {
+    let mut args = args.to_vec();
+    args.push("--ndjson");
+    let out = ingest_in(tz, &args, TIMES.as_bytes());
+    let text = |v: &Value| v.as_str().unwrap_or("null").to_string();
+    let mut jobs: Vec<_> = jobs_of(&out)
+        .into_iter()
+        .map(|(id, j)| [id, text(&j["submit"]), text(&j["start"]), text(&j["end"])])
+        .collect();
+    jobs.sort();
+    jobs
+}
+
+fn row(cells: [&str; 4]) -> [String; 4] {
+    cells.map(str::to_string)
+}
+
+#[test]
+fn local_times_take_the_offset_of_their_own_date() {
+    let unambiguous = [
+        row(["3", "2026-07-01T12:00:00Z", "2026-07-01T12:00:00Z", "null"]),
+        row([
+            "4",
+            "2026-07-01T12:00:00Z",
+            "2026-07-01T10:00:00Z",
+            "2026-07-01T17:00:00Z",
+        ]),
+    ];
+    // Summer is EDT (-4), winter EST (-5).
+    let mut ny = vec![
+        row([
+            "1",
+            "2026-07-01T15:00:00Z",
+            "2026-07-01T16:00:00Z",
+            "2026-07-01T16:01:00Z",
+        ]),
+        row([
+            "2",
+            "2026-01-15T16:00:00Z",
+            "2026-01-15T17:00:00Z",
+            "2026-01-15T17:01:00Z",
+        ]),
+    ];
+    ny.extend(unambiguous.clone());
+    assert_eq!(times(Some("America/New_York"), &[]), ny);
+    assert_eq!(times(Some(":America/New_York"), &[]), ny);
+    // --utc reads local times as UTC, whatever TZ says.
+    let mut utc = vec![
+        row([
+            "1",
+            "2026-07-01T11:00:00Z",
+            "2026-07-01T12:00:00Z",
+            "2026-07-01T12:01:00Z",
+        ]),
+        row([
+            "2",
+            "2026-01-15T11:00:00Z",
+            "2026-01-15T12:00:00Z",
+            "2026-01-15T12:01:00Z",
+        ]),
+    ];
+    utc.extend(unambiguous);
+    assert_eq!(times(Some("America/New_York"), &["--utc"]), utc);
+    assert_eq!(times(Some("UTC"), &[]), utc);
+}
+
+#[test]
+fn a_tz_that_names_no_zone_is_a_usage_error() {
+    let out = ingest_in(Some("No/Such_Zone"), &["--ndjson"], TIMES.as_bytes());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("TZ='No/Such_Zone'"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(out.stdout.is_empty());
+    // With --utc the zone is not needed.
+    let out = ingest_in(
+        Some("No/Such_Zone"),
+        &["--ndjson", "--utc"],
+        TIMES.as_bytes(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 fn count(db: &Path) -> (i64, i64) {
