@@ -137,10 +137,12 @@ pub fn main(args: Args) -> Result<()> {
             &mut progress,
         )?;
         store.set_mark("last_ingest", &format!("{} jobs", stats.jobs))?;
-        (stats, format!("into {}", path.display()))
+        (stats, format!("into {}", paths::shown(&path)))
     };
     bar.finish_and_clear();
-    report(&mut io::stderr().lock(), &stats, &target)?;
+    // The counts are news, not the result: a stderr that cannot be written
+    // (2>/dev/full) does not fail a run whose exit status already tells.
+    let _ = report(&mut io::stderr().lock(), &stats, &target);
     if stats.rejected > 0 {
         return Err(Error::Rejected {
             rejected: stats.rejected,

@@ -689,3 +689,101 @@ fn sixteen_concurrent_writers_lose_nothing() {
     // Ids run from 100_001 to 100_000 + 15_000 + 2_000.
     assert_eq!(count(&db).0, 17_000);
 }
+
+#[test]
+fn a_line_over_16_mib_is_rejected_and_the_next_lines_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("long.txt");
+    let mut text = b"JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|".to_vec();
+    text.resize(text.len() + (16 << 20) + 10, b'x');
+    text.extend_from_slice(b"\n3|COMPLETED|00:03:00\n");
+    std::fs::write(&input, &text).unwrap();
+    let out = ingest(&["--ndjson", input.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("long.txt: line 3: line longer than 16777216 bytes: skipped"),
+        "{err}"
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = lines.iter().filter_map(|j| j["job_id"].as_str()).collect();
+    assert_eq!(ids, ["1", "3"]);
+}
+
+/// Runs the binary with stdin from `input`, stdout to `stdout` and stderr
+/// to `stderr` (`/dev/full` for a stream that cannot be written).
+fn run_to(args: &[&str], input: &Path, stdout: &str, stderr: &str) -> std::process::ExitStatus {
+    let file = |p: &str| std::fs::OpenOptions::new().write(true).open(p).unwrap();
+    Command::new(BIN)
+        .args(args)
+        .env("TZ", "UTC")
+        .env_remove("HPC_SIZER_DB")
+        .stdin(std::fs::File::open(input).unwrap())
+        .stdout(file(stdout))
+        .stderr(file(stderr))
+        .status()
+        .unwrap()
+}
+
+#[test]
+fn a_stderr_that_cannot_be_written_changes_no_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.txt");
+    std::fs::write(&good, "JobID|State|Elapsed\n1|COMPLETED|00:01:00\n").unwrap();
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|x\n").unwrap();
+    let db = dir.path().join("h.db");
+    let dbs = db.to_str().unwrap();
+    let code = |args: &[&str], input: &Path| run_to(args, input, "/dev/null", "/dev/full").code();
+    assert_eq!(code(&["--ndjson"], &good), Some(0));
+    assert_eq!(code(&["--db", dbs], &good), Some(0));
+    assert_eq!(count(&db), (1, 1));
+    assert_eq!(code(&["--ndjson"], &bad), Some(1));
+    assert_eq!(code(&["--ndjson", "--nope"], &good), Some(2));
+}
+
+#[test]
+fn help_that_cannot_be_written_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    let st = run_to(&["--help"], &empty, "/dev/full", "/dev/null");
+    assert_eq!(st.code(), Some(1));
+    let st = run_to(&["--help"], &empty, "/dev/null", "/dev/null");
+    assert_eq!(st.code(), Some(0));
+}
+
+#[test]
+fn file_names_in_messages_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("in\n\x1b[31m.txt");
+    let name = odd.to_str().unwrap();
+    let out = ingest(&["--ndjson", name], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("in\\n\\u{1b}[31m.txt"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains('\x1b'), "{}", stderr(&out));
+    std::fs::write(&odd, "JobID|State|Elapsed\n1|COMPLETED|x\n").unwrap();
+    let out = ingest(&["--ndjson", name], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("in\\n\\u{1b}[31m.txt: line 2: Elapsed"),
+        "{}",
+        stderr(&out)
+    );
+    let db = dir.path().join("h\x1b.db");
+    let out = ingest(
+        &["--db", db.to_str().unwrap()],
+        b"JobID|State\n1|COMPLETED\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("into "), "{}", stderr(&out));
+    assert!(!stderr(&out).contains('\x1b'), "{}", stderr(&out));
+}
