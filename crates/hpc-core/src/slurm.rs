@@ -1049,6 +1049,23 @@ mod tests {
         }
 
         #[test]
+        fn the_cached_offset_agrees_with_the_full_rules(
+            times in proptest::collection::vec((1970i64..2100, 1u32..=12, 1u32..=28, 0u32..24, 0u32..60, 0u32..60), 1..60),
+            spread in 0i64..3,
+        ) {
+            // One zone reused (its cache in play) against a fresh one each time.
+            let cached = zone("America/New_York");
+            for (i, (y, mo, d, h, mi, sec)) in times.into_iter().enumerate() {
+                // Some runs of nearby dates, some far apart.
+                let y = if spread == 0 { 2026 } else { y };
+                let d = if spread == 1 { 1 + (i as u32 % 3) } else { d };
+                let text = format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{sec:02}");
+                let fresh = zone("America/New_York").parse(&text).unwrap();
+                proptest::prop_assert_eq!(cached.parse(&text).unwrap(), fresh, "{}", text);
+            }
+        }
+
+        #[test]
         fn durations_round_trip(d in 0u64..1000, h in 0u64..24, m in 0u64..60, sec in 0u64..60) {
             let text = format!("{d}-{h:02}:{m:02}:{sec:02}");
             let v = parse_duration(&text).unwrap().unwrap();
