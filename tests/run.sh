@@ -11,6 +11,8 @@ need_pkgs=()
 command -v mandoc >/dev/null || need_pkgs+=(mandoc)
 command -v shellcheck >/dev/null || need_pkgs+=(shellcheck)
 command -v python3 >/dev/null || need_pkgs+=(python3)
+# The time zone tests need the system's zone database (they fail without it).
+[ -e /usr/share/zoneinfo/America/New_York ] || need_pkgs+=(tzdata)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "tests/run.sh: installing ${need_pkgs[*]}" >&2

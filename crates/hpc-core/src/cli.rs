@@ -21,6 +21,16 @@ pub fn parse_args<T: argh::FromArgs>(default_name: &str) -> Result<T, ExitCode> 
 
 /// [`parse_args`] over given arguments (for tests).
 pub fn parse_from<T: argh::FromArgs>(cmd: &str, args: &[&str]) -> Result<T, ExitCode> {
+    parse_to(cmd, args, &mut std::io::stdout().lock())
+}
+
+/// [`parse_from`] with the help written to `out`. Help that cannot be
+/// written (`--help >/dev/full`) is a failure (exit 1), not a success.
+fn parse_to<T: argh::FromArgs>(
+    cmd: &str,
+    args: &[&str],
+    out: &mut dyn Write,
+) -> Result<T, ExitCode> {
     let mut rest: Vec<&str> = args.to_vec();
     // argh takes a lone `-` for an unknown option: move it after `--`.
     let before = rest.iter().position(|a| *a == "--").unwrap_or(rest.len());
@@ -34,12 +44,15 @@ pub fn parse_from<T: argh::FromArgs>(cmd: &str, args: &[&str]) -> Result<T, Exit
             .collect();
     }
     T::from_args(&[cmd], &rest).map_err(|e| match e.status {
-        Ok(()) => {
-            let _ = writeln!(std::io::stdout().lock(), "{}", e.output.trim_end());
-            ExitCode::SUCCESS
-        }
+        Ok(()) => match writeln!(out, "{}", e.output.trim_end()).and_then(|()| out.flush()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                crate::note!("{cmd}: cannot write the help: {err}");
+                Exit::Failure.into()
+            }
+        },
         Err(()) => {
-            let _ = writeln!(std::io::stderr().lock(), "{cmd}: {}", e.output.trim_end());
+            crate::note!("{cmd}: {}", e.output.trim_end());
             Exit::Usage.into()
         }
     })
@@ -66,5 +79,27 @@ mod tests {
         assert!(a.x);
         assert_eq!(a.files, vec!["-"]);
         assert!(parse_from::<A>("t", &["--nope"]).is_err());
+    }
+
+    /// A writer that is always full, like `/dev/full`.
+    struct Full;
+
+    impl Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from_raw_os_error(28))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn help_that_cannot_be_written_fails() {
+        let mut ok = Vec::new();
+        let r = parse_to::<A>("t", &["--help"], &mut ok);
+        assert_eq!(r.unwrap_err(), ExitCode::SUCCESS);
+        assert!(String::from_utf8(ok).unwrap().contains("a switch"));
+        let r = parse_to::<A>("t", &["--help"], &mut Full);
+        assert_eq!(r.unwrap_err(), ExitCode::from(Exit::Failure));
     }
 }

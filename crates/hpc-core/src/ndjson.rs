@@ -1,6 +1,7 @@
 //! Line-oriented input with line numbers and the shared reject reporting.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead};
+use std::path::Path;
 
 use crate::error::{Error, Result};
 
@@ -15,9 +16,14 @@ pub struct Line<'a> {
     pub unterminated: bool,
 }
 
+/// The longest line the readers take, in bytes (16 MiB, without its line
+/// ending). A longer line is rejected with its number and skipped without
+/// being held in memory; the lines after it are read as usual.
+pub const MAX_LINE: usize = 16 << 20;
+
 /// Reads lines one at a time into a reused buffer, numbering them.
-/// Invalid UTF-8 is reported as an error for that line, not a failure of the
-/// whole stream.
+/// Invalid UTF-8 and lines longer than [`MAX_LINE`] are reported as errors
+/// for that line, not failures of the whole stream.
 pub struct LineReader<R> {
     inner: R,
     buf: Vec<u8>,
@@ -25,29 +31,95 @@ pub struct LineReader<R> {
     /// Bytes of the reader's buffer that the previous line still borrows;
     /// consumed at the start of the next call.
     pending: usize,
+    max: usize,
+    /// The rest of an overlong line, already reported, is still to be skipped.
+    skipping: bool,
 }
+
+/// What [`LineReader::next_line`] gives: a line, or the number of a bad
+/// line and why it is bad.
+pub type NextLine<'a> = std::result::Result<Line<'a>, (u64, String)>;
 
 impl<R: BufRead> LineReader<R> {
     /// Wraps a buffered reader.
     pub fn new(inner: R) -> Self {
+        Self::with_max(inner, MAX_LINE)
+    }
+
+    /// Wraps a buffered reader, taking lines up to `max` bytes.
+    pub fn with_max(inner: R, max: usize) -> Self {
         LineReader {
             inner,
             buf: Vec::with_capacity(1024),
             number: 0,
             pending: 0,
+            max,
+            skipping: false,
         }
     }
 
-    /// The next line: `Ok(None)` at the end, `Ok(Some(Err(reason)))` for a
-    /// line that is not valid UTF-8. A line that lies whole in the reader's
-    /// buffer is lent from it without a copy.
-    #[allow(clippy::type_complexity)]
-    pub fn next_line(
-        &mut self,
-    ) -> io::Result<Option<std::result::Result<Line<'_>, (u64, String)>>> {
+    /// Consumes input up to and including the next newline (or to the end);
+    /// true when a newline was found.
+    fn skip_line(&mut self) -> io::Result<bool> {
+        loop {
+            let avail = self.inner.fill_buf()?;
+            if avail.is_empty() {
+                return Ok(false);
+            }
+            match memchr::memchr(b'\n', avail) {
+                Some(i) => {
+                    self.inner.consume(i + 1);
+                    return Ok(true);
+                }
+                None => {
+                    let n = avail.len();
+                    self.inner.consume(n);
+                }
+            }
+        }
+    }
+
+    /// Gathers a line that runs past the reader's buffer into `buf`, up to
+    /// `max` bytes; `Ok(false)` when it is longer.
+    fn gather(&mut self) -> io::Result<bool> {
+        self.buf.clear();
+        loop {
+            let avail = self.inner.fill_buf()?;
+            if avail.is_empty() {
+                return Ok(true);
+            }
+            let (take, done) = match memchr::memchr(b'\n', avail) {
+                Some(i) => (i + 1, true),
+                None => (avail.len(), false),
+            };
+            // The newline itself does not count against the limit.
+            let text = take - usize::from(done);
+            if self.buf.len() + text > self.max {
+                return Ok(false);
+            }
+            self.buf.extend_from_slice(&avail[..take]);
+            self.inner.consume(take);
+            if done {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// The next line: `Ok(None)` at the end, `Ok(Some(Err((number,
+    /// reason))))` for a line that is not valid UTF-8 or is longer than the
+    /// limit (reported as soon as the limit is passed; its rest is skipped).
+    /// A line that lies whole in the reader's buffer is lent from it without
+    /// a copy.
+    pub fn next_line(&mut self) -> io::Result<Option<NextLine<'_>>> {
         if self.pending > 0 {
             self.inner.consume(self.pending);
             self.pending = 0;
+        }
+        if self.skipping {
+            self.skipping = false;
+            if !self.skip_line()? {
+                return Ok(None);
+            }
         }
         let found = {
             let avail = self.inner.fill_buf()?;
@@ -56,7 +128,18 @@ impl<R: BufRead> LineReader<R> {
             }
             memchr::memchr(b'\n', avail)
         };
+        let too_long = |number: u64, max: usize| {
+            Ok(Some(Err((
+                number,
+                format!("line longer than {max} bytes: skipped"),
+            ))))
+        };
         let (bytes, unterminated): (&[u8], bool) = match found {
+            Some(i) if i > self.max => {
+                self.number += 1;
+                self.pending = i + 1;
+                return too_long(self.number, self.max);
+            }
             Some(i) => {
                 self.pending = i + 1;
                 // The same buffer again: nothing was consumed since.
@@ -64,8 +147,12 @@ impl<R: BufRead> LineReader<R> {
             }
             None => {
                 // The line runs past the buffer: gather it.
-                self.buf.clear();
-                self.inner.read_until(b'\n', &mut self.buf)?;
+                if !self.gather()? {
+                    self.number += 1;
+                    self.skipping = true;
+                    self.buf = Vec::with_capacity(1024);
+                    return too_long(self.number, self.max);
+                }
                 match self.buf.last() {
                     Some(b'\n') => (&self.buf[..self.buf.len() - 1], false),
                     _ => (&self.buf[..], true),
@@ -93,6 +180,14 @@ impl<R: BufRead> LineReader<R> {
     /// Lines read so far.
     pub fn lines_read(&self) -> u64 {
         self.number
+    }
+}
+
+/// `FILE: line N` (the name escaped, see [`crate::paths::escaped`]) or `line N`.
+fn place(source: Option<&str>, line: u64) -> String {
+    match source {
+        Some(s) => format!("{}: line {line}", crate::paths::escaped(s)),
+        None => format!("line {line}"),
     }
 }
 
@@ -124,18 +219,14 @@ impl Rejects {
     /// Reports one bad line on stderr. With `strict`, returns an error instead.
     pub fn reject(&mut self, source: Option<&str>, line: u64, reason: &str) -> Result<()> {
         self.rejected += 1;
-        let place = match source {
-            Some(s) => format!("{s}: line {line}"),
-            None => format!("line {line}"),
-        };
+        let place = place(source, line);
         if self.strict {
             return Err(Error::Other(format!("{place}: {reason}")));
         }
         if self.rejected <= self.quiet_after {
-            let _ = writeln!(io::stderr().lock(), "{}: {place}: {reason}", self.tool);
+            crate::note!("{}: {place}: {reason}", self.tool);
         } else if self.rejected == self.quiet_after + 1 {
-            let _ = writeln!(
-                io::stderr().lock(),
+            crate::note!(
                 "{}: more rejected lines follow; only the count is reported",
                 self.tool
             );
@@ -146,11 +237,8 @@ impl Rejects {
     /// Reports a tolerated problem (not counted as a reject).
     pub fn warn(&mut self, source: Option<&str>, line: u64, reason: &str) {
         self.warned += 1;
-        let place = match source {
-            Some(s) => format!("{s}: line {line}"),
-            None => format!("line {line}"),
-        };
-        let _ = writeln!(io::stderr().lock(), "{}: {place}: {reason}", self.tool);
+        let place = place(source, line);
+        crate::note!("{}: {place}: {reason}", self.tool);
     }
 
     /// `Err(Rejected)` when anything was rejected, so the exit status says so.
@@ -171,7 +259,7 @@ pub fn open_input(path: &str) -> Result<Box<dyn BufRead>> {
         return Ok(Box::new(io::BufReader::with_capacity(1 << 16, io::stdin())));
     }
     let f = std::fs::File::open(path).map_err(|source| Error::Io {
-        context: format!("cannot open {path}"),
+        context: format!("cannot open {}", crate::paths::shown(Path::new(path))),
         source,
     })?;
     Ok(Box::new(io::BufReader::with_capacity(1 << 16, f)))
@@ -232,6 +320,47 @@ mod tests {
         assert!(bad.1.contains("UTF-8"));
         assert_eq!(r.next_line().unwrap().unwrap().unwrap().text, "ok2");
         assert!(r.next_line().unwrap().is_none());
+    }
+
+    #[test]
+    fn an_overlong_line_is_one_bad_line_and_the_next_lines_are_read() {
+        let long = "y".repeat(100);
+        let data = format!("ok\n{long}\nfits\n{long}\nlast\n{long}");
+        // A buffer both smaller and larger than the limit.
+        for cap in [16, 1 << 16] {
+            let mut r =
+                LineReader::with_max(std::io::BufReader::with_capacity(cap, data.as_bytes()), 50);
+            let mut got = Vec::new();
+            while let Some(l) = r.next_line().unwrap() {
+                got.push(match l {
+                    Ok(l) => format!("{} {}", l.number, l.text),
+                    Err((n, why)) => format!("{n} {why}"),
+                });
+            }
+            let bad = "line longer than 50 bytes: skipped";
+            assert_eq!(
+                got,
+                vec![
+                    "1 ok".to_string(),
+                    format!("2 {bad}"),
+                    "3 fits".into(),
+                    format!("4 {bad}"),
+                    "5 last".into(),
+                    format!("6 {bad}")
+                ],
+                "buffer {cap}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_endless_line_is_reported_before_its_end() {
+        // An endless reader of zeros: the first call reports line 1 at once
+        // (memory stays bounded), and reading on never ends, as for /dev/zero.
+        let mut r = LineReader::with_max(std::io::BufReader::new(std::io::repeat(0)), 1 << 20);
+        let first = r.next_line().unwrap().unwrap().unwrap_err();
+        assert_eq!(first.0, 1);
+        assert!(r.buf.capacity() < 1 << 21);
     }
 
     #[test]

@@ -209,7 +209,7 @@ pub fn parse_count(s: &str) -> Result<Option<u64>, String> {
         .ok_or_else(|| format!("'{s}': not a count"))
 }
 
-/// A timestamp as SLURM prints it (`2026-11-21T23:28:56`, local time).
+/// A point in time, in whole seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timestamp {
     /// Seconds since the Unix epoch (UTC).
@@ -243,49 +243,250 @@ impl Timestamp {
 
     /// Parses RFC 3339 text as written by [`Timestamp::to_rfc3339`] (any offset).
     pub fn from_rfc3339(s: &str) -> Option<Timestamp> {
-        let dt =
-            time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+        let t: jiff::Timestamp = s.trim_ascii().parse().ok()?;
         Some(Timestamp {
-            epoch: dt.unix_timestamp(),
+            epoch: t.as_second(),
         })
     }
 }
 
-/// Parses a SLURM timestamp. `Unknown`, `None`, empty and `0` give `None`.
-/// SLURM prints local time without an offset: `utc_offset_s` is that
-/// offset (east of UTC, in seconds).
+/// A civil date and time as SLURM prints it (`2026-11-21T23:28:56`), checked.
+#[derive(Debug, Clone, Copy)]
+struct Civil {
+    y: i16,
+    mo: i8,
+    d: i8,
+    h: i8,
+    mi: i8,
+    s: i8,
+}
+
+impl Civil {
+    /// Reads the first 19 bytes of `s` (`YYYY-MM-DDTHH:MM:SS`).
+    fn parse(s: &str) -> Option<Civil> {
+        let b = s.as_bytes();
+        if b.len() < 19
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || b[10] != b'T'
+            || b[13] != b':'
+            || b[16] != b':'
+        {
+            return None;
+        }
+        let num = |r: std::ops::Range<usize>| s.get(r).and_then(parse_uint);
+        let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+        // A leap second (`:60`) is read as the next second, as POSIX time has it.
+        if !(1..=12).contains(&mo)
+            || d == 0
+            || d > days_in_month(y as i64, mo as u32)
+            || h > 23
+            || mi > 59
+            || sec > 60
+        {
+            return None;
+        }
+        Some(Civil {
+            y: y as i16,
+            mo: mo as i8,
+            d: d as i8,
+            h: h as i8,
+            mi: mi as i8,
+            s: sec as i8,
+        })
+    }
+
+    /// Seconds since 1970-01-01T00:00:00 of the same wall-clock reading.
+    fn seconds(&self) -> i64 {
+        days_from_civil(i64::from(self.y), self.mo as u32, self.d as u32) * 86400
+            + i64::from(self.h) * 3600
+            + i64::from(self.mi) * 60
+            + i64::from(self.s)
+    }
+}
+
+/// An offset suffix: `Z`, `+HH:MM`, `-HH:MM`, `+HHMM` or `+HH`, in seconds
+/// east of UTC.
+fn parse_offset(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let sign = match b.first()? {
+        b'Z' | b'z' if b.len() == 1 => return Some(0),
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let (h, m) = match b.len() {
+        3 => (&s[1..3], "0"),
+        5 => (&s[1..3], &s[3..5]),
+        6 if b[3] == b':' => (&s[1..3], &s[4..6]),
+        _ => return None,
+    };
+    let (h, m) = (parse_uint(h)?, parse_uint(m)?);
+    (h <= 25 && m <= 59).then(|| sign * (h * 3600 + m * 60) as i64)
+}
+
+/// The values that mean "no time" in SLURM's output.
+fn is_no_time(s: &str) -> bool {
+    matches!(s, "" | "Unknown" | "None" | "0" | "N/A")
+}
+
+/// Parses a SLURM timestamp at a fixed offset: `Unknown`, `None`, empty and
+/// `0` give `None`. SLURM prints local time without an offset: `utc_offset_s`
+/// is that offset (east of UTC, in seconds). For a zone with daylight saving
+/// time, use [`Zone::parse`], which also reads offsets and Unix seconds.
 pub fn parse_timestamp(s: &str, utc_offset_s: i64) -> Result<Option<Timestamp>, String> {
     let s = s.trim_ascii();
-    match s {
-        "" | "Unknown" | "None" | "0" | "N/A" => return Ok(None),
-        _ => {}
+    if is_no_time(s) {
+        return Ok(None);
     }
-    let b = s.as_bytes();
-    let bad = || format!("'{s}': not a timestamp");
-    if b.len() != 19
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return Err(bad());
+    match Civil::parse(s) {
+        Some(c) if s.len() == 19 => Ok(Some(Timestamp {
+            epoch: c.seconds() - utc_offset_s,
+        })),
+        _ => Err(format!("'{s}': not a timestamp")),
     }
-    let num = |r: std::ops::Range<usize>| parse_uint(&s[r]).ok_or_else(bad);
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo)
-        || d == 0
-        || d > days_in_month(y as i64, mo as u32)
-        || h > 23
-        || mi > 59
-        || sec > 60
-    {
-        return Err(bad());
+}
+
+/// The local time zone that SLURM's times without an offset are read in,
+/// with the rules of the system's time zone database (`TZ`, else
+/// `/etc/localtime`), so each date gets the offset in force at that instant.
+///
+/// A wall-clock time that occurs twice (the hour repeated when daylight
+/// saving time ends) is read as the first of the two, the earlier instant;
+/// one that does not occur (the hour skipped when it starts) is read with
+/// the offset from before the gap, so `02:30` on that day is `03:30`
+/// daylight time. This is jiff's "compatible" disambiguation, the rule of
+/// RFC 5545 and of most tools. Unix seconds and times with an offset are
+/// never ambiguous: `SLURM_TIME_FORMAT=%s` makes sacct print the former.
+///
+/// Parsing is fast for runs of nearby dates: the offset of the last window
+/// between two transitions is kept, and only times outside it (or within
+/// two days of its ends) go through the full rules.
+#[derive(Debug, Clone)]
+pub struct Zone {
+    tz: jiff::tz::TimeZone,
+    window: std::cell::Cell<Window>,
+}
+
+/// Wall-clock seconds `lo..hi` (as [`Civil::seconds`] counts them) all have
+/// one offset and are not near a transition.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    lo: i64,
+    hi: i64,
+    offset: i64,
+}
+
+/// How far from a transition the cached window stays: more than any
+/// difference between two offsets of one zone (at most 26 hours).
+const WINDOW_MARGIN_S: i64 = 2 * 86400;
+
+impl Zone {
+    fn with(tz: jiff::tz::TimeZone) -> Zone {
+        Zone {
+            tz,
+            window: std::cell::Cell::new(Window {
+                lo: 0,
+                hi: 0,
+                offset: 0,
+            }),
+        }
     }
-    let days = days_from_civil(y as i64, mo as u32, d as u32);
-    let epoch = days * 86400 + (h * 3600 + mi * 60 + sec) as i64 - utc_offset_s;
-    Ok(Some(Timestamp { epoch }))
+
+    /// UTC.
+    pub fn utc() -> Zone {
+        Zone::with(jiff::tz::TimeZone::UTC)
+    }
+
+    /// A zone of the time zone database by name (`America/New_York`).
+    pub fn named(name: &str) -> Result<Zone, String> {
+        jiff::tz::TimeZone::get(name)
+            .map(Zone::with)
+            .map_err(|e| format!("time zone '{name}': {e} (is the tzdata package installed?)"))
+    }
+
+    /// The system's local zone: `TZ` (`Area/City`, `:Area/City`, a TZif file
+    /// path or a POSIX rule; empty means UTC), else `/etc/localtime`, else
+    /// UTC. A `TZ` that names no zone is an error, not a silent UTC.
+    pub fn system() -> Result<Zone, String> {
+        // jiff keeps the system zone for a while: read `TZ` as it is now.
+        jiff::tz::reset_system_time_zone_cache();
+        match jiff::tz::TimeZone::try_system() {
+            Ok(tz) => Ok(Zone::with(tz)),
+            Err(_) if std::env::var_os("TZ").filter(|v| !v.is_empty()).is_none() => Ok(Zone::utc()),
+            Err(e) => Err(format!(
+                "TZ='{}': not a time zone ({e}; is the tzdata package installed?)",
+                crate::paths::escaped(&std::env::var("TZ").unwrap_or_default())
+            )),
+        }
+    }
+
+    /// The instant of a wall-clock reading in this zone.
+    fn to_epoch(&self, c: &Civil) -> Result<i64, String> {
+        let local = c.seconds();
+        let w = self.window.get();
+        if w.lo <= local && local < w.hi {
+            return Ok(local - w.offset);
+        }
+        let bad = |e: jiff::Error| format!("not a time in {}: {e}", self.name());
+        let dt =
+            jiff::civil::DateTime::new(c.y, c.mo, c.d, c.h, c.mi, c.s.min(59), 0).map_err(bad)?;
+        let t = self
+            .tz
+            .to_ambiguous_timestamp(dt)
+            .compatible()
+            .map_err(bad)?;
+        let epoch = t.as_second() + i64::from(c.s == 60);
+        let offset = local - epoch;
+        // The span between the transitions around `t` has this one offset.
+        let after = t
+            .checked_add(jiff::SignedDuration::from_secs(1))
+            .unwrap_or(t);
+        let lo = self.tz.preceding(after).next().map(|x| x.timestamp());
+        let hi = self.tz.following(t).next().map(|x| x.timestamp());
+        let edge = |x: Option<jiff::Timestamp>, far: i64, margin: i64| {
+            x.map_or(far, |x| x.as_second() + offset + margin)
+        };
+        self.window.set(Window {
+            lo: edge(lo, i64::MIN, WINDOW_MARGIN_S),
+            hi: edge(hi, i64::MAX, -WINDOW_MARGIN_S),
+            offset,
+        });
+        Ok(epoch)
+    }
+
+    /// The zone's name for messages.
+    pub fn name(&self) -> &str {
+        self.tz.iana_name().unwrap_or("the local time zone")
+    }
+
+    /// Parses a time as sacct prints it: local wall-clock time
+    /// (`2026-07-01T12:00:00`, read in this zone), the same with an offset
+    /// (`2026-07-01T12:00:00+02:00`, `...Z`), or Unix seconds (`1782921600`,
+    /// from `SLURM_TIME_FORMAT=%s`). `Unknown`, `None`, `N/A`, empty and `0`
+    /// give `None`.
+    pub fn parse(&self, s: &str) -> Result<Option<Timestamp>, String> {
+        let s = s.trim_ascii();
+        if is_no_time(s) {
+            return Ok(None);
+        }
+        let bad = || format!("'{s}': not a timestamp");
+        if s.bytes().all(|b| b.is_ascii_digit()) {
+            // Unix seconds: 12 digits reach past the year 33000.
+            return match parse_uint(s) {
+                Some(v) if s.len() <= 12 => Ok(Some(Timestamp { epoch: v as i64 })),
+                _ => Err(bad()),
+            };
+        }
+        let c = Civil::parse(s).ok_or_else(bad)?;
+        let epoch = match s.get(19..) {
+            Some("") => self.to_epoch(&c).map_err(|e| format!("'{s}': {e}"))?,
+            Some(off) => c.seconds() - parse_offset(off).ok_or_else(bad)?,
+            None => return Err(bad()),
+        };
+        Ok(Some(Timestamp { epoch }))
+    }
 }
 
 fn days_in_month(y: i64, m: u32) -> u64 {
@@ -330,14 +531,6 @@ pub fn civil_from_epoch(epoch: i64) -> (i64, u32, u32, u32, u32, u32) {
         ((secs / 60) % 60) as u32,
         (secs % 60) as u32,
     )
-}
-
-/// The local UTC offset in seconds, from `TZ`/the system, or 0 when unknown.
-/// Call it before any thread starts (the `time` crate refuses otherwise).
-pub fn local_utc_offset() -> i64 {
-    time::UtcOffset::current_local_offset()
-        .map(|o| i64::from(o.whole_seconds()))
-        .unwrap_or(0)
 }
 
 /// The step part of a job id.
@@ -677,6 +870,94 @@ mod tests {
         assert_eq!(civil_from_epoch(951782400), (2000, 2, 29, 0, 0, 0));
     }
 
+    /// A zone of the system's time zone database. The zones these tests use
+    /// must be there: a machine without the tzdata package fails them
+    /// rather than skipping them.
+    fn zone(name: &str) -> Zone {
+        Zone::named(name).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn utc_of(z: &Zone, s: &str) -> String {
+        z.parse(s).unwrap().unwrap().to_rfc3339()
+    }
+
+    #[test]
+    fn local_times_take_the_offset_of_their_own_date() {
+        let ny = zone("America/New_York");
+        // Summer (EDT, -4) and winter (EST, -5), in both orders, so the
+        // cached window of one season is never used for the other.
+        for _ in 0..2 {
+            assert_eq!(utc_of(&ny, "2026-07-01T12:00:00"), "2026-07-01T16:00:00Z");
+            assert_eq!(utc_of(&ny, "2026-01-15T12:00:00"), "2026-01-15T17:00:00Z");
+        }
+        // Around the 2026 transitions (8 March, 1 November), inside the
+        // cache margin and just outside it.
+        assert_eq!(utc_of(&ny, "2026-03-07T12:00:00"), "2026-03-07T17:00:00Z");
+        assert_eq!(utc_of(&ny, "2026-03-08T01:59:59"), "2026-03-08T06:59:59Z");
+        assert_eq!(utc_of(&ny, "2026-03-08T03:00:00"), "2026-03-08T07:00:00Z");
+        assert_eq!(utc_of(&ny, "2026-03-11T12:00:00"), "2026-03-11T16:00:00Z");
+        assert_eq!(utc_of(&ny, "2026-10-31T23:00:00"), "2026-11-01T03:00:00Z");
+        assert_eq!(utc_of(&ny, "2026-11-01T02:00:00"), "2026-11-01T07:00:00Z");
+        let syd = zone("Australia/Sydney");
+        assert_eq!(utc_of(&syd, "2026-01-15T12:00:00"), "2026-01-15T01:00:00Z");
+        assert_eq!(utc_of(&syd, "2026-07-01T12:00:00"), "2026-07-01T02:00:00Z");
+        assert_eq!(
+            utc_of(&Zone::utc(), "2026-07-01T12:00:00"),
+            "2026-07-01T12:00:00Z"
+        );
+    }
+
+    #[test]
+    fn the_repeated_hour_is_the_first_and_the_skipped_hour_moves_forward() {
+        let ny = zone("America/New_York");
+        // 1 November 2026: 01:30 happens at -4 and again at -5; the first.
+        assert_eq!(utc_of(&ny, "2026-11-01T01:30:00"), "2026-11-01T05:30:00Z");
+        // 8 March 2026: 02:30 does not exist; read at -5, that is 03:30 EDT.
+        assert_eq!(utc_of(&ny, "2026-03-08T02:30:00"), "2026-03-08T07:30:00Z");
+    }
+
+    #[test]
+    fn offsets_and_unix_seconds_are_read_as_they_are() {
+        let ny = zone("America/New_York");
+        assert_eq!(utc_of(&ny, "2026-07-01T12:00:00Z"), "2026-07-01T12:00:00Z");
+        assert_eq!(
+            utc_of(&ny, "2026-07-01T12:00:00+02:00"),
+            "2026-07-01T10:00:00Z"
+        );
+        assert_eq!(
+            utc_of(&ny, "2026-07-01T12:00:00-0330"),
+            "2026-07-01T15:30:00Z"
+        );
+        assert_eq!(utc_of(&ny, "1782907200"), "2026-07-01T12:00:00Z");
+        assert_eq!(ny.parse(" Unknown ").unwrap(), None);
+        assert_eq!(ny.parse("0").unwrap(), None);
+        for bad in [
+            "2026-07-01T12:00:00+2",
+            "2026-07-01T12:00:00+02:00x",
+            "2026-07-01T12:00",
+            "2026-02-30T00:00:00",
+            "12345678901234",
+            "-5",
+            "yesterday",
+        ] {
+            assert!(ny.parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_system_zone_follows_tz() {
+        // TZ is read by each call; this test alone sets it in this process.
+        std::env::set_var("TZ", ":America/New_York");
+        let ny = Zone::system();
+        std::env::set_var("TZ", "No/Such_Zone");
+        let none = Zone::system();
+        std::env::remove_var("TZ");
+        let ny = ny.unwrap();
+        assert_eq!(utc_of(&ny, "2026-07-01T12:00:00"), "2026-07-01T16:00:00Z");
+        let e = none.unwrap_err();
+        assert!(e.contains("TZ='No/Such_Zone'"), "{e}");
+    }
+
     #[test]
     fn job_ids() {
         let j = parse_job_id("123").unwrap();
@@ -759,11 +1040,29 @@ mod tests {
             let _ = parse_mem(&s, MB);
             let _ = parse_limit(&s);
             let _ = parse_timestamp(&s, 0);
+            let _ = Zone::utc().parse(&s);
             let _ = parse_job_id(&s);
             let _ = parse_state(&s);
             let _ = parse_tres(&s);
             let _ = parse_exit_code(&s);
             let _ = expand_hostlist(&s, 1000);
+        }
+
+        #[test]
+        fn the_cached_offset_agrees_with_the_full_rules(
+            times in proptest::collection::vec((1970i64..2100, 1u32..=12, 1u32..=28, 0u32..24, 0u32..60, 0u32..60), 1..60),
+            spread in 0i64..3,
+        ) {
+            // One zone reused (its cache in play) against a fresh one each time.
+            let cached = zone("America/New_York");
+            for (i, (y, mo, d, h, mi, sec)) in times.into_iter().enumerate() {
+                // Some runs of nearby dates, some far apart.
+                let y = if spread == 0 { 2026 } else { y };
+                let d = if spread == 1 { 1 + (i as u32 % 3) } else { d };
+                let text = format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{sec:02}");
+                let fresh = zone("America/New_York").parse(&text).unwrap();
+                proptest::prop_assert_eq!(cached.parse(&text).unwrap(), fresh, "{}", text);
+            }
         }
 
         #[test]

@@ -15,9 +15,11 @@ pub mod thresholds;
 
 use std::borrow::Cow;
 use std::io::{BufRead, Write};
+use std::path::Path;
 
 use argh::FromArgs;
 use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::paths::shown;
 use hpc_core::record::write_tagged;
 use hpc_core::{Error, Result};
 use serde::Deserialize;
@@ -65,9 +67,11 @@ impl Opts {
     pub fn from_args(args: Args) -> Result<Opts> {
         let mut th = Thresholds::default();
         if let Some(path) = &args.config {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| Error::Usage(format!("--config {path}: {e}")))?;
-            th.apply_config(path, &text)?;
+            // A config file that cannot be read or has a bad line is a usage
+            // error (exit 2), named with its line, like a bad --set.
+            let source = format!("--config {}", shown(Path::new(path)));
+            let bytes = std::fs::read(path).map_err(|e| Error::Usage(format!("{source}: {e}")))?;
+            th.apply_config(&source, &bytes)?;
         }
         for s in &args.set {
             th.set_pair(s)?;
@@ -349,7 +353,7 @@ pub fn run(opts: &Opts, stdin: impl BufRead, out: impl Write) -> Result<Stats> {
         let source = (name != "-").then_some(name.as_str());
         let mut reader = LineReader::new(input);
         while let Some(line) = reader.next_line().map_err(|source| Error::Io {
-            context: format!("cannot read {name}"),
+            context: format!("cannot read {}", shown(Path::new(name))),
             source,
         })? {
             let line = match line {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use hpc_core::paths::escaped;
 use hpc_core::{Error, Result};
 
 /// Every threshold: name, default, meaning. A flag's main threshold has the
@@ -154,7 +155,10 @@ impl Thresholds {
             .map(|(n, _, _)| *n)
             .find(|n| *n == name)
             .ok_or_else(|| {
-                Error::Usage(format!("unknown threshold '{name}' (see hpc-flags(1))"))
+                Error::Usage(format!(
+                    "unknown threshold '{}' (see hpc-flags(1))",
+                    escaped(name)
+                ))
             })?;
         let v: f64 = value
             .trim()
@@ -164,30 +168,39 @@ impl Thresholds {
             .ok_or_else(|| {
                 Error::Usage(format!(
                     "threshold {name}: '{}' is not a number >= 0",
-                    value.trim()
+                    escaped(value.trim())
                 ))
             })?;
         self.values.insert(key, v);
         Ok(())
     }
 
-    /// Applies one `name=value` assignment.
+    /// Applies one `name=value` assignment (`--set`).
     pub fn set_pair(&mut self, pair: &str) -> Result<()> {
-        let (n, v) = pair
-            .split_once('=')
-            .ok_or_else(|| Error::Usage(format!("--set {pair}: expected name=value")))?;
+        self.assign(pair)
+            .map_err(|e| Error::Usage(format!("--set {}: {e}", escaped(pair))))
+    }
+
+    fn assign(&mut self, pair: &str) -> Result<()> {
+        let (n, v) = pair.split_once('=').ok_or_else(|| {
+            Error::Usage(format!("'{}': expected name=value", escaped(pair.trim())))
+        })?;
         self.set(n, v)
     }
 
-    /// Applies a config text of `name = value` lines (`#` starts a comment).
-    pub fn apply_config(&mut self, source: &str, text: &str) -> Result<()> {
-        for (i, line) in text.lines().enumerate() {
+    /// Applies a config file's bytes: `name = value` lines, `#` starts a
+    /// comment. Any bad line is a usage error that names `source` and the
+    /// line, as a bad `--set` is.
+    pub fn apply_config(&mut self, source: &str, bytes: &[u8]) -> Result<()> {
+        for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+            let at =
+                |e: &dyn std::fmt::Display| Error::Usage(format!("{source}: line {}: {e}", i + 1));
+            let line = std::str::from_utf8(line).map_err(|_| at(&"not valid UTF-8"))?;
             let line = line.split('#').next().unwrap_or("").trim();
             if line.is_empty() {
                 continue;
             }
-            self.set_pair(line)
-                .map_err(|e| Error::Usage(format!("{source}: line {}: {e}", i + 1)))?;
+            self.assign(line).map_err(|e| at(&e))?;
         }
         Ok(())
     }
@@ -206,9 +219,17 @@ mod tests {
         assert!(matches!(t.set_pair("nope=1"), Err(Error::Usage(_))));
         assert!(matches!(t.set_pair("high_cpi=x"), Err(Error::Usage(_))));
         assert!(matches!(t.set_pair("high_cpi"), Err(Error::Usage(_))));
-        t.apply_config("c", "# c\n\nhigh_cpi = 2 # more\n").unwrap();
+        t.apply_config("c", b"# c\n\nhigh_cpi = 2 # more\n")
+            .unwrap();
         assert_eq!(t.get("high_cpi"), 2.0);
-        let e = t.apply_config("c", "high_cpi = 2\nbad = 1\n").unwrap_err();
+        let e = t.apply_config("c", b"high_cpi = 2\nbad = 1\n").unwrap_err();
         assert!(e.to_string().contains("c: line 2"), "{e}");
+        let e = t.apply_config("c", b"high_cpi = 2\nx\n").unwrap_err();
+        assert_eq!(e.to_string(), "c: line 2: 'x': expected name=value");
+        let e = t.apply_config("c", b"\n\nhigh_cpi = \xff\n").unwrap_err();
+        assert!(
+            matches!(&e, Error::Usage(m) if m == "c: line 3: not valid UTF-8"),
+            "{e}"
+        );
     }
 }

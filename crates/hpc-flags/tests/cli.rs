@@ -665,3 +665,98 @@ fn finalize_writes_the_incoming_file_and_the_archive() {
         Some(2)
     );
 }
+
+#[test]
+fn a_bad_config_file_is_a_usage_error_naming_the_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("flags\n.conf");
+    let shown = hpc_core::paths::shown(&conf);
+    let c = conf.to_str().unwrap();
+    // Missing, then a folder: unreadable.
+    let (code, _, err) = cli(&["--config", c], "");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with(&format!("hpc-flags: --config {shown}: ")),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let d = dir.path().to_str().unwrap();
+    let (code, _, err) = cli(&["--config", d], "");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("--config {d}: ")), "{err}");
+    // Malformed lines: each names the file and the line.
+    for (text, want) in [
+        (
+            &b"high_cpi = 0.5\nwhat\n"[..],
+            "line 2: 'what': expected name=value",
+        ),
+        (b"# ok\nnope = 1\n", "line 2: unknown threshold 'nope'"),
+        (
+            b"high_cpi = -1\n",
+            "line 1: threshold high_cpi: '-1' is not a number >= 0",
+        ),
+        (b"\n\nhigh_cpi = \xff\n", "line 3: not valid UTF-8"),
+    ] {
+        std::fs::write(&conf, text).unwrap();
+        let (code, out, err) = cli(&["--config", c], &mean_of("cpi", 0.7));
+        assert_eq!(code, 2, "{err}");
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.starts_with(&format!("hpc-flags: --config {shown}: {want}")),
+            "{err}"
+        );
+    }
+}
+
+/// Runs the binary with stdin from `input`, stdout to `stdout` and stderr
+/// to `stderr` (`/dev/full` for a stream that cannot be written).
+fn run_to(args: &[&str], input: &str, stdout: &str, stderr: &str) -> Option<i32> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("in.ndjson");
+    std::fs::write(&path, input).unwrap();
+    let file = |p: &str| std::fs::OpenOptions::new().write(true).open(p).unwrap();
+    Command::new(BIN)
+        .args(args)
+        .stdin(std::fs::File::open(&path).unwrap())
+        .stdout(file(stdout))
+        .stderr(file(stderr))
+        .status()
+        .unwrap()
+        .code()
+}
+
+#[test]
+fn a_stderr_that_cannot_be_written_changes_no_exit_status() {
+    let good = job("\"state\":\"COMPLETED\"");
+    let code = |args: &[&str], input: &str| run_to(args, input, "/dev/null", "/dev/full");
+    assert_eq!(code(&[], &good), Some(0));
+    // A rejected line, and a truncated last line (a warning).
+    assert_eq!(code(&[], &format!("{good}not json\n")), Some(1));
+    assert_eq!(code(&[], &format!("{good}{{\"kind\":\"sam")), Some(0));
+    assert_eq!(code(&["--set", "nope=1"], &good), Some(2));
+    assert_eq!(code(&["/no/such/file"], &good), Some(1));
+}
+
+#[test]
+fn help_that_cannot_be_written_fails() {
+    assert_eq!(run_to(&["--help"], "", "/dev/full", "/dev/null"), Some(1));
+    assert_eq!(run_to(&["--help"], "", "/dev/null", "/dev/null"), Some(0));
+}
+
+#[test]
+fn file_names_in_messages_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("in\n\x1b[31m.ndjson");
+    let name = odd.to_str().unwrap();
+    let (code, _, err) = cli(&[name], "");
+    assert_eq!(code, 1);
+    assert!(err.contains("in\\n\\u{1b}[31m.ndjson"), "{err}");
+    assert!(!err.contains('\x1b'), "{err}");
+    std::fs::write(&odd, "not json\n").unwrap();
+    let (code, _, err) = cli(&[name], "");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("in\\n\\u{1b}[31m.ndjson: line 1: not a record"),
+        "{err}"
+    );
+}

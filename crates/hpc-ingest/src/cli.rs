@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use argh::FromArgs;
 use hpc_core::ndjson::open_input;
+use hpc_core::slurm::Zone;
 use hpc_core::store::Store;
 use hpc_core::{paths, Error, Result};
 
@@ -65,7 +66,7 @@ pub struct Args {
 }
 
 /// Checks the flags and runs.
-pub fn main(args: Args, local_offset_s: i64) -> Result<()> {
+pub fn main(args: Args) -> Result<()> {
     if args.sacct_format {
         let mut out = io::stdout().lock();
         writeln!(out, "{}", SACCT_FIELDS.join(","))?;
@@ -91,7 +92,11 @@ pub fn main(args: Args, local_offset_s: i64) -> Result<()> {
         delimiter: args.delimiter.clone(),
         parse: ParseOpts {
             cluster: args.cluster.clone(),
-            utc_offset_s: if args.utc { 0 } else { local_offset_s },
+            zone: if args.utc {
+                Zone::utc()
+            } else {
+                Zone::system().map_err(Error::Usage)?
+            },
         },
         strict: args.strict,
     };
@@ -132,10 +137,12 @@ pub fn main(args: Args, local_offset_s: i64) -> Result<()> {
             &mut progress,
         )?;
         store.set_mark("last_ingest", &format!("{} jobs", stats.jobs))?;
-        (stats, format!("into {}", path.display()))
+        (stats, format!("into {}", paths::shown(&path)))
     };
     bar.finish_and_clear();
-    report(&mut io::stderr().lock(), &stats, &target)?;
+    // The counts are news, not the result: a stderr that cannot be written
+    // (2>/dev/full) does not fail a run whose exit status already tells.
+    let _ = report(&mut io::stderr().lock(), &stats, &target);
     if stats.rejected > 0 {
         return Err(Error::Rejected {
             rejected: stats.rejected,

@@ -260,13 +260,9 @@ fn parse_all(
                         )?;
                     }
                 },
-                Err(reason) if line.unterminated => {
-                    rejects.warn(
-                        name,
-                        line.number,
-                        &format!("truncated last line ignored: {reason}"),
-                    );
-                }
+                // A last line without its newline is read like any other:
+                // sacct writes whole lines, so one that does not parse is a
+                // reject, never a tolerated truncation.
                 Err(reason) => {
                     if let Some(k) = fields.first().and_then(|f| f.split('.').next()) {
                         rejected_key = Some(k.trim().to_owned());
@@ -326,7 +322,7 @@ mod tests {
             delimiter: "|".into(),
             parse: ParseOpts {
                 cluster: "c".into(),
-                utc_offset_s: 0,
+                zone: hpc_core::slurm::Zone::utc(),
             },
             strict: false,
         }

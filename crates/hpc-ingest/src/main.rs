@@ -6,10 +6,8 @@ use std::process::ExitCode;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    // The local UTC offset must be read before any thread starts.
-    let offset = hpc_core::slurm::local_utc_offset();
     match hpc_core::cli::parse_args("hpc-ingest") {
-        Ok(args) => hpc_core::run_main("hpc-ingest", hpc_ingest::cli::main(args, offset)),
+        Ok(args) => hpc_core::run_main("hpc-ingest", hpc_ingest::cli::main(args)),
         Err(code) => code,
     }
 }

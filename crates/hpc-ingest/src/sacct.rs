@@ -141,8 +141,8 @@ impl Columns {
 pub struct ParseOpts {
     /// The cluster name when the input has no `Cluster` column.
     pub cluster: String,
-    /// The offset of SLURM's local timestamps east of UTC, seconds.
-    pub utc_offset_s: i64,
+    /// The zone SLURM's local timestamps are read in.
+    pub zone: slurm::Zone,
 }
 
 /// One input line split into its fields.
@@ -208,10 +208,16 @@ fn u32_field(fs: &Fields<'_, '_>, c: Col, name: &str) -> Result<Option<u32>, Str
     }
 }
 
-fn timestamp(fs: &Fields<'_, '_>, c: Col, name: &str, off: i64) -> Result<Option<String>, String> {
+fn timestamp(
+    fs: &Fields<'_, '_>,
+    c: Col,
+    name: &str,
+    zone: &slurm::Zone,
+) -> Result<Option<String>, String> {
     match fs.get(c) {
         None => Ok(None),
-        Some(s) => Ok(slurm::parse_timestamp(s, off)
+        Some(s) => Ok(zone
+            .parse(s)
             .map_err(|e| bad(name, e))?
             .map(|t| t.to_rfc3339())),
     }
@@ -334,7 +340,7 @@ pub fn parse_line<'a>(
             .map_err(|e| bad("ExitCode", e))?
             .map(|(c, sig)| format!("{c}:{sig}")),
     };
-    let off = opts.utc_offset_s;
+    let zone = &opts.zone;
     let job = Job {
         cluster: fs
             .text(Col::Cluster)
@@ -352,9 +358,9 @@ pub fn parse_line<'a>(
         state: state.to_owned(),
         cancelled_by,
         exit_code,
-        submit: timestamp(&fs, Col::Submit, "Submit", off)?,
-        start: timestamp(&fs, Col::Start, "Start", off)?,
-        end: timestamp(&fs, Col::End, "End", off)?,
+        submit: timestamp(&fs, Col::Submit, "Submit", zone)?,
+        start: timestamp(&fs, Col::Start, "Start", zone)?,
+        end: timestamp(&fs, Col::End, "End", zone)?,
         elapsed_s,
         timelimit_s,
         alloc_cpus,

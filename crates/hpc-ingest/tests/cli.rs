@@ -14,12 +14,20 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sacct")
 }
 
-/// Runs hpc-ingest with `args`, feeding `stdin`, with HPC_SIZER_DB unset.
+/// Runs hpc-ingest with `args`, feeding `stdin`, with HPC_SIZER_DB unset
+/// and TZ=UTC.
 fn ingest(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env_remove("HPC_SIZER_DB")
-        .env("TZ", "UTC")
+    ingest_in(Some("UTC"), args, stdin)
+}
+
+/// [`ingest`] with `TZ` set to `tz`, or unset.
+fn ingest_in(tz: Option<&str>, args: &[&str], stdin: &[u8]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).env_remove("HPC_SIZER_DB").env_remove("TZ");
+    if let Some(tz) = tz {
+        cmd.env("TZ", tz);
+    }
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -367,15 +375,122 @@ fn bad_lines_are_reported_and_good_lines_kept() {
 }
 
 #[test]
-fn truncated_last_line_and_empty_input_are_tolerated() {
+fn an_unterminated_last_line_is_read_like_any_other() {
+    // Good without its newline: kept.
+    let text = "JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|COMPLETED|00:02:00";
+    let out = ingest(&["--ndjson"], text.as_bytes());
+    assert_eq!(jobs_of(&out).len(), 2);
+    // Bad without its newline: a rejected line, not a tolerated truncation.
     let text = "JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|COMPL";
     let out = ingest(&["--ndjson"], text.as_bytes());
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("truncated last line"));
-    assert_eq!(jobs_of(&out).len(), 1);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 3: 2 fields"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("truncated"), "{}", stderr(&out));
+    let out = ingest(&["--ndjson"], b"garbage");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("line 1: "), "{}", stderr(&out));
+    assert!(stderr(&out).contains("1 rejected"), "{}", stderr(&out));
+    // Empty input is no job and no error.
     let out = ingest(&["--ndjson"], b"");
     assert!(out.status.success());
     assert!(out.stdout.is_empty());
+}
+
+/// Local summer and winter times, Unix seconds and times with offsets.
+const TIMES: &str = "JobID|State|Elapsed|Submit|Start|End\n\
+    1|COMPLETED|00:01:00|2026-07-01T11:00:00|2026-07-01T12:00:00|2026-07-01T12:01:00\n\
+    2|COMPLETED|00:01:00|2026-01-15T11:00:00|2026-01-15T12:00:00|2026-01-15T12:01:00\n\
+    3|COMPLETED|00:01:00|1782907200|1782907200|Unknown\n\
+    4|COMPLETED|00:01:00|2026-07-01T12:00:00Z|2026-07-01T12:00:00+02:00|2026-07-01T12:00:00-05:00\n";
+
+/// (job id, submit, start, end) of each job, in job id order.
+fn times(tz: Option<&str>, args: &[&str]) -> Vec<[String; 4]> {
+    let mut args = args.to_vec();
+    args.push("--ndjson");
+    let out = ingest_in(tz, &args, TIMES.as_bytes());
+    let text = |v: &Value| v.as_str().unwrap_or("null").to_string();
+    let mut jobs: Vec<_> = jobs_of(&out)
+        .into_iter()
+        .map(|(id, j)| [id, text(&j["submit"]), text(&j["start"]), text(&j["end"])])
+        .collect();
+    jobs.sort();
+    jobs
+}
+
+fn row(cells: [&str; 4]) -> [String; 4] {
+    cells.map(str::to_string)
+}
+
+#[test]
+fn local_times_take_the_offset_of_their_own_date() {
+    let unambiguous = [
+        row(["3", "2026-07-01T12:00:00Z", "2026-07-01T12:00:00Z", "null"]),
+        row([
+            "4",
+            "2026-07-01T12:00:00Z",
+            "2026-07-01T10:00:00Z",
+            "2026-07-01T17:00:00Z",
+        ]),
+    ];
+    // Summer is EDT (-4), winter EST (-5).
+    let mut ny = vec![
+        row([
+            "1",
+            "2026-07-01T15:00:00Z",
+            "2026-07-01T16:00:00Z",
+            "2026-07-01T16:01:00Z",
+        ]),
+        row([
+            "2",
+            "2026-01-15T16:00:00Z",
+            "2026-01-15T17:00:00Z",
+            "2026-01-15T17:01:00Z",
+        ]),
+    ];
+    ny.extend(unambiguous.clone());
+    assert_eq!(times(Some("America/New_York"), &[]), ny);
+    assert_eq!(times(Some(":America/New_York"), &[]), ny);
+    // --utc reads local times as UTC, whatever TZ says.
+    let mut utc = vec![
+        row([
+            "1",
+            "2026-07-01T11:00:00Z",
+            "2026-07-01T12:00:00Z",
+            "2026-07-01T12:01:00Z",
+        ]),
+        row([
+            "2",
+            "2026-01-15T11:00:00Z",
+            "2026-01-15T12:00:00Z",
+            "2026-01-15T12:01:00Z",
+        ]),
+    ];
+    utc.extend(unambiguous);
+    assert_eq!(times(Some("America/New_York"), &["--utc"]), utc);
+    assert_eq!(times(Some("UTC"), &[]), utc);
+}
+
+#[test]
+fn a_tz_that_names_no_zone_is_a_usage_error() {
+    let out = ingest_in(Some("No/Such_Zone"), &["--ndjson"], TIMES.as_bytes());
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("TZ='No/Such_Zone'"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(out.stdout.is_empty());
+    // With --utc the zone is not needed.
+    let out = ingest_in(
+        Some("No/Such_Zone"),
+        &["--ndjson", "--utc"],
+        TIMES.as_bytes(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 fn count(db: &Path) -> (i64, i64) {
@@ -581,4 +696,102 @@ fn sixteen_concurrent_writers_lose_nothing() {
         })
         .unwrap();
     assert_eq!(ids, 17_000);
+}
+
+#[test]
+fn a_line_over_16_mib_is_rejected_and_the_next_lines_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("long.txt");
+    let mut text = b"JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|".to_vec();
+    text.resize(text.len() + (16 << 20) + 10, b'x');
+    text.extend_from_slice(b"\n3|COMPLETED|00:03:00\n");
+    std::fs::write(&input, &text).unwrap();
+    let out = ingest(&["--ndjson", input.to_str().unwrap()], b"");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("long.txt: line 3: line longer than 16777216 bytes: skipped"),
+        "{err}"
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = lines.iter().filter_map(|j| j["job_id"].as_str()).collect();
+    assert_eq!(ids, ["1", "3"]);
+}
+
+/// Runs the binary with stdin from `input`, stdout to `stdout` and stderr
+/// to `stderr` (`/dev/full` for a stream that cannot be written).
+fn run_to(args: &[&str], input: &Path, stdout: &str, stderr: &str) -> std::process::ExitStatus {
+    let file = |p: &str| std::fs::OpenOptions::new().write(true).open(p).unwrap();
+    Command::new(BIN)
+        .args(args)
+        .env("TZ", "UTC")
+        .env_remove("HPC_SIZER_DB")
+        .stdin(std::fs::File::open(input).unwrap())
+        .stdout(file(stdout))
+        .stderr(file(stderr))
+        .status()
+        .unwrap()
+}
+
+#[test]
+fn a_stderr_that_cannot_be_written_changes_no_exit_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.txt");
+    std::fs::write(&good, "JobID|State|Elapsed\n1|COMPLETED|00:01:00\n").unwrap();
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|x\n").unwrap();
+    let db = dir.path().join("h.db");
+    let dbs = db.to_str().unwrap();
+    let code = |args: &[&str], input: &Path| run_to(args, input, "/dev/null", "/dev/full").code();
+    assert_eq!(code(&["--ndjson"], &good), Some(0));
+    assert_eq!(code(&["--db", dbs], &good), Some(0));
+    assert_eq!(count(&db), (1, 1));
+    assert_eq!(code(&["--ndjson"], &bad), Some(1));
+    assert_eq!(code(&["--ndjson", "--nope"], &good), Some(2));
+}
+
+#[test]
+fn help_that_cannot_be_written_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "").unwrap();
+    let st = run_to(&["--help"], &empty, "/dev/full", "/dev/null");
+    assert_eq!(st.code(), Some(1));
+    let st = run_to(&["--help"], &empty, "/dev/null", "/dev/null");
+    assert_eq!(st.code(), Some(0));
+}
+
+#[test]
+fn file_names_in_messages_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("in\n\x1b[31m.txt");
+    let name = odd.to_str().unwrap();
+    let out = ingest(&["--ndjson", name], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("in\\n\\u{1b}[31m.txt"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains('\x1b'), "{}", stderr(&out));
+    std::fs::write(&odd, "JobID|State|Elapsed\n1|COMPLETED|x\n").unwrap();
+    let out = ingest(&["--ndjson", name], b"");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("in\\n\\u{1b}[31m.txt: line 2: Elapsed"),
+        "{}",
+        stderr(&out)
+    );
+    let db = dir.path().join("h\x1b.db");
+    let out = ingest(
+        &["--db", db.to_str().unwrap()],
+        b"JobID|State\n1|COMPLETED\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("into "), "{}", stderr(&out));
+    assert!(!stderr(&out).contains('\x1b'), "{}", stderr(&out));
 }
