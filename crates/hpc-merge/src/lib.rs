@@ -287,9 +287,11 @@ fn origin_of(opts: &Opts, names: &[String]) -> Option<f64> {
 
 /// Refuses inputs that name different jobs: the job most inputs name is
 /// the job; the first input that names another is reported.
-fn one_job(names: &[String], jobs: &[(usize, Option<(String, u64)>)]) -> Result<()> {
+fn one_job(names: &[String], jobs: &mut [(usize, Option<(String, u64)>)]) -> Result<()> {
+    // In input order, whatever order the reader threads finished in.
+    jobs.sort_by_key(|j| j.0);
     let mut count: Vec<(&str, usize, usize, u64)> = Vec::new(); // job, inputs, first input, line
-    for (i, job) in jobs {
+    for (i, job) in jobs.iter() {
         if let Some((j, line)) = job {
             match count.iter_mut().find(|c| c.0 == j) {
                 Some(c) => c.1 += 1,
@@ -453,7 +455,7 @@ pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stat
             first_err.map_or(Ok(()), Err)
         })?;
     }
-    one_job(&names, &jobs)?;
+    one_job(&names, &mut jobs)?;
     passthrough.sort_by_key(|(i, _)| *i);
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     for (_, ls) in &passthrough {
