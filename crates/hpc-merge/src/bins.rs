@@ -153,16 +153,59 @@ pub(crate) struct NodeBins {
     pub t_max: f64,
     /// Largest RSS of any single sample.
     pub peak_rss: f64,
+    /// The time the node's window is anchored on (NaN until it is known).
+    anchor: f64,
+    /// The node's meta start, a vote for the anchor.
+    start_hint: f64,
+    /// The first samples (time, values, line), held until the anchor is known.
+    held: Vec<(f64, [f64; NF], u64)>,
+    /// Samples refused so far, as (line, reason), for the reader to report.
+    pub refused: Vec<(u64, String)>,
 }
 
-/// Bins more than this far from a node's first bin are refused (a bad `t`
-/// must not allocate gigabytes).
+/// A sample more than this far from its node's anchor or from its other
+/// samples is refused (a bad `t` must not allocate gigabytes).
 pub(crate) const MAX_SPAN_S: f64 = 62.0 * 86400.0;
+
+/// The most bins one series may have: 62 days at 1 s. A finer `--grid` over
+/// a long job is refused sample by sample beyond it.
+pub(crate) const MAX_BINS: i64 = 62 * 86400;
+
+/// The most bins of the job-wide series, where the nodes' series meet after
+/// clock alignment.
+pub(crate) const MAX_JOB_BINS: i64 = 2 * MAX_BINS;
+
+/// The largest `|t|` taken as a Unix time (the year 5138).
+pub(crate) const MAX_T: f64 = 1e11;
+
+/// How many first samples of a node (with its meta start) vote on its anchor.
+const ANCHOR_SAMPLES: usize = 16;
 
 thread_local! {
     /// Bins of nodes already folded, kept for the thread's next node: their
     /// memory is reused instead of allocated (and page-faulted) again.
     static POOL: std::cell::RefCell<Vec<NodeBins>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The anchor of a node's window from the times in `ts`: the median of the
+/// largest group of them that lie within [`MAX_SPAN_S`] of one of them (the
+/// earliest such time on a tie), so that one bogus time cannot move it.
+fn anchor_of(ts: &[f64]) -> f64 {
+    let near = |a: f64| ts.iter().filter(move |b| (a - **b).abs() <= MAX_SPAN_S);
+    let mut best = (0, f64::NAN);
+    for &a in ts {
+        let n = near(a).count();
+        if n > best.0 || (n == best.0 && a < best.1) {
+            best = (n, a);
+        }
+    }
+    let mut group: Vec<f64> = near(best.1).copied().collect();
+    if group.is_empty() {
+        return f64::NAN;
+    }
+    let m = group.len() / 2;
+    let (_, med, _) = group.select_nth_unstable_by(m, |a, b| a.total_cmp(b));
+    *med
 }
 
 impl NodeBins {
@@ -180,6 +223,10 @@ impl NodeBins {
             b.t_min = f64::INFINITY;
             b.t_max = f64::NEG_INFINITY;
             b.peak_rss = f64::NAN;
+            b.anchor = f64::NAN;
+            b.start_hint = f64::NAN;
+            b.held.clear();
+            b.refused.clear();
             return b;
         }
         NodeBins {
@@ -194,6 +241,10 @@ impl NodeBins {
             t_min: f64::INFINITY,
             t_max: f64::NEG_INFINITY,
             peak_rss: f64::NAN,
+            anchor: f64::NAN,
+            start_hint: f64::NAN,
+            held: Vec::new(),
+            refused: Vec::new(),
         }
     }
 
@@ -211,10 +262,15 @@ impl NodeBins {
         });
     }
 
-    /// Makes room for absolute bin `abs` and returns its local index.
-    fn slot(&mut self, abs: i64) -> usize {
+    /// Makes room for absolute bin `abs` and returns its local index, or
+    /// `None` when the series would grow past [`MAX_BINS`].
+    fn slot(&mut self, abs: i64) -> Option<usize> {
         if self.len() == 0 {
             self.base = abs;
+        }
+        let last = self.base + self.len().max(1) as i64 - 1;
+        if abs.max(last) - abs.min(self.base) >= MAX_BINS {
+            return None;
         }
         if abs < self.base {
             let add = (self.base - abs) as usize;
@@ -239,24 +295,83 @@ impl NodeBins {
             self.t_first.resize(n, f64::NAN);
             self.t_last.resize(n, f64::NAN);
         }
-        i
+        Some(i)
     }
 
-    /// Adds one sample. Returns `Err` with a reason when `t` is unusable.
-    pub fn add(&mut self, t: f64, v: &[f64; NF]) -> Result<(), String> {
-        if !t.is_finite() {
-            return Err("t is not a finite number".into());
+    /// The node's meta start: one vote for the anchor of its window.
+    pub fn set_start_hint(&mut self, start: f64) {
+        if start.is_finite() && start.abs() <= MAX_T {
+            self.start_hint = start;
+        }
+    }
+
+    /// The time the node's window is anchored on, once known.
+    pub fn anchor(&self) -> Option<f64> {
+        (!self.anchor.is_nan()).then_some(self.anchor)
+    }
+
+    /// Adds the sample of input line `line`. The first samples are held
+    /// until the window's anchor is known; a sample that is refused, now
+    /// or when the held ones are placed, is added to `refused`.
+    pub fn add(&mut self, t: f64, v: &[f64; NF], line: u64) {
+        if !(t.is_finite() && t.abs() <= MAX_T) {
+            self.refused
+                .push((line, format!("t {t} is not a Unix time in seconds")));
+        } else if self.anchor.is_nan() {
+            self.held.push((t, *v, line));
+            if self.held.len() >= ANCHOR_SAMPLES {
+                self.settle();
+            }
+        } else if let Err(reason) = self.place(t, v) {
+            self.refused.push((line, reason));
+        }
+    }
+
+    /// Fixes the anchor from the held samples (and the meta start) and
+    /// places them; called when enough are held and at the end of the input.
+    pub fn settle(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let mut ts: Vec<f64> = self.held.iter().map(|h| h.0).collect();
+        if !self.start_hint.is_nan() {
+            ts.push(self.start_hint);
+        }
+        self.anchor = anchor_of(&ts);
+        let held = std::mem::take(&mut self.held);
+        for (t, v, line) in &held {
+            if let Err(reason) = self.place(*t, v) {
+                self.refused.push((*line, reason));
+            }
+        }
+        // Keep the allocation for the next node.
+        self.held = held;
+        self.held.clear();
+    }
+
+    /// Bins one sample. Returns `Err` with a reason when `t` is unusable.
+    fn place(&mut self, t: f64, v: &[f64; NF]) -> Result<(), String> {
+        let days = MAX_SPAN_S / 86400.0;
+        if (t - self.anchor).abs() > MAX_SPAN_S {
+            return Err(format!(
+                "t {t} is more than {days} days away from the node's other samples (around {})",
+                self.anchor
+            ));
         }
         if self.samples > 0
             && ((t - self.t_min).abs() > MAX_SPAN_S || (t - self.t_max).abs() > MAX_SPAN_S)
         {
             return Err(format!(
-                "t {t} is more than {} days away from the node's other samples",
-                MAX_SPAN_S / 86400.0
+                "t {t} is more than {days} days away from the node's other samples"
             ));
         }
         let abs = (t / self.step).floor() as i64;
-        let i = self.slot(abs);
+        let Some(i) = self.slot(abs) else {
+            return Err(format!(
+                "t {t} would make the node's series longer than {MAX_BINS} bins of {} s (give a coarser --grid)",
+                self.step
+            ));
+        };
         let (tf, tl) = (self.t_first[i], self.t_last[i]);
         if t == tf || t == tl {
             self.duplicates += 1;
@@ -498,10 +613,16 @@ impl Aggregate {
         self.base
     }
 
-    /// Makes the grid cover absolute bins `lo..=hi`.
-    pub fn cover(&mut self, lo: i64, hi: i64) {
+    /// Makes the grid cover absolute bins `lo..=hi`; `false` (and nothing
+    /// changed) when the grid would grow past [`MAX_JOB_BINS`].
+    #[must_use]
+    pub fn cover(&mut self, lo: i64, hi: i64) -> bool {
         if self.len() == 0 {
             self.base = lo;
+        }
+        let last = self.base + self.len().max(1) as i64 - 1;
+        if hi.max(last) - lo.min(self.base) >= MAX_JOB_BINS {
+            return false;
         }
         if lo < self.base {
             let add = (self.base - lo) as usize * NF;
@@ -518,6 +639,7 @@ impl Aggregate {
             self.sums.resize(n * NF, 0.0);
             self.cnts.resize(n * NF, 0);
         }
+        true
     }
 
     /// Adds one node's values at absolute bin `abs` (already covered).
@@ -532,18 +654,23 @@ impl Aggregate {
         }
     }
 
-    /// Adds another aggregate's sums and counts.
-    pub fn merge(&mut self, other: &Aggregate) {
+    /// Adds another aggregate's sums and counts; `false` when together
+    /// they would span more than [`MAX_JOB_BINS`].
+    #[must_use]
+    pub fn merge(&mut self, other: &Aggregate) -> bool {
         let n = other.len();
         if n == 0 {
-            return;
+            return true;
         }
-        self.cover(other.base, other.base + n as i64 - 1);
+        if !self.cover(other.base, other.base + n as i64 - 1) {
+            return false;
+        }
         let off = (other.base - self.base) as usize * NF;
         for (j, (s, c)) in other.sums.iter().zip(&other.cnts).enumerate() {
             self.sums[off + j] += s;
             self.cnts[off + j] = self.cnts[off + j].saturating_add(*c);
         }
+        true
     }
 
     /// Bin `i` (local): per-field sum and node count.
@@ -578,11 +705,13 @@ mod tests {
         let mut a = NodeBins::new(1.0);
         let mut b = NodeBins::new(1.0);
         for t in [10.0, 11.0, 12.0, 13.0] {
-            a.add(t, &vals(t, 1.0)).unwrap();
+            a.add(t, &vals(t, 1.0), 0);
         }
         for t in [13.0, 11.0, 10.0, 12.0, 11.0] {
-            b.add(t, &vals(t, 1.0)).unwrap();
+            b.add(t, &vals(t, 1.0), 0);
         }
+        a.settle();
+        b.settle();
         assert_eq!(b.duplicates, 1);
         let mut sa = Vec::new();
         let mut sb = Vec::new();
@@ -595,8 +724,9 @@ mod tests {
     #[test]
     fn holds_across_short_gaps_only() {
         let mut a = NodeBins::new(1.0);
-        a.add(0.0, &vals(5.0, 1.0)).unwrap();
-        a.add(10.0, &vals(6.0, 1.0)).unwrap();
+        a.add(0.0, &vals(5.0, 1.0), 0);
+        a.add(10.0, &vals(6.0, 1.0), 0);
+        a.settle();
         let mut got = Vec::new();
         a.walk(3.0, |_, v| got.push(v[RSS]));
         assert_eq!(got.len(), 11);
@@ -611,8 +741,9 @@ mod tests {
         for (t, cpu) in [(0.0, 0.0), (1.0, 2.0), (2.0, 4.0)] {
             let mut v = [f64::NAN; NF];
             v[CPU_USER] = cpu;
-            a.add(t, &v).unwrap();
+            a.add(t, &v, 0);
         }
+        a.settle();
         let mut got = Vec::new();
         a.walk(3.0, |_, v| got.push((v[CPU_USER], v[CORES])));
         assert_eq!(got[0].0, 0.0);
@@ -624,8 +755,55 @@ mod tests {
     #[test]
     fn a_wild_timestamp_is_refused() {
         let mut a = NodeBins::new(1.0);
-        a.add(1.7e9, &vals(1.0, 1.0)).unwrap();
-        assert!(a.add(0.0, &vals(1.0, 1.0)).is_err());
-        assert!(a.add(f64::NAN, &vals(1.0, 1.0)).is_err());
+        a.add(1.7e9, &vals(1.0, 1.0), 1);
+        a.settle();
+        a.add(0.0, &vals(1.0, 1.0), 2);
+        a.add(f64::NAN, &vals(1.0, 1.0), 3);
+        a.add(1e300, &vals(1.0, 1.0), 4);
+        let lines: Vec<u64> = a.refused.iter().map(|r| r.0).collect();
+        assert_eq!(lines, [2, 3, 4]);
+        assert_eq!(a.samples, 1);
+    }
+
+    #[test]
+    fn one_bogus_first_sample_does_not_anchor_the_window() {
+        for bogus in [0.0, 4.1e9] {
+            let mut a = NodeBins::new(1.0);
+            a.add(bogus, &vals(9.0, 1.0), 1);
+            for i in 0..40u32 {
+                a.add(1.7e9 + f64::from(i), &vals(1.0, 1.0), 2 + u64::from(i));
+            }
+            a.settle();
+            assert_eq!(a.refused.len(), 1, "{:?}", a.refused);
+            assert_eq!(a.refused[0].0, 1);
+            assert_eq!((a.samples, a.peak_rss, a.t_min), (40, 1.0, 1.7e9));
+        }
+        // Fewer samples than the vote: the meta start breaks the tie.
+        let mut a = NodeBins::new(1.0);
+        a.set_start_hint(1.7e9);
+        a.add(4.1e9, &vals(9.0, 1.0), 1);
+        a.add(1.7e9 + 1.0, &vals(1.0, 1.0), 2);
+        a.settle();
+        assert_eq!(a.refused.len(), 1);
+        assert_eq!(a.anchor(), Some(1.7e9 + 1.0));
+    }
+
+    #[test]
+    fn a_series_is_bounded_in_bins() {
+        let mut a = NodeBins::new(0.001);
+        a.add(1.7e9, &vals(1.0, 1.0), 1);
+        a.settle();
+        // An hour at 1 ms is within the bound, two hours are not.
+        a.add(1.7e9 + 3600.0, &vals(1.0, 1.0), 2);
+        a.add(1.7e9 + 7200.0, &vals(1.0, 1.0), 3);
+        assert_eq!(a.samples, 2);
+        assert_eq!(a.refused.len(), 1);
+        assert!(a.refused[0].1.contains("coarser --grid"), "{:?}", a.refused);
+        assert!(a.len() as i64 <= MAX_BINS);
+        let mut g = Aggregate::new();
+        assert!(g.cover(0, 10));
+        assert!(!g.cover(0, MAX_JOB_BINS));
+        assert!(!g.cover(-MAX_JOB_BINS, 0));
+        assert_eq!(g.len(), 11);
     }
 }

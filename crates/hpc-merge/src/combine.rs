@@ -1,16 +1,18 @@
 //! Combining nodes: clock alignment, folding into the job-wide sums,
 //! writing the aggregate series and the summaries.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
+use std::sync::Mutex;
 
+use hpc_core::paths::{escaped, shown};
 use hpc_core::record::{write_tagged, Summary};
-use hpc_core::Result;
+use hpc_core::{Error, Result};
 use serde_json::{Map, Value};
 
 use crate::bins::{
     Aggregate, Kind, CACHE, CORES, CPI, CPU_SYS, CPU_USER, ENERGY, FIELDS, LMETA, LREAD, LWRITE,
-    NF, NUMA, POWER, READ_MB, READ_MBPS, RSS, WRITE_MB, WRITE_MBPS,
+    MAX_JOB_BINS, MAX_SPAN_S, NF, NUMA, POWER, READ_MB, READ_MBPS, RSS, WRITE_MB, WRITE_MBPS,
 };
 use crate::input::NodeData;
 use crate::Opts;
@@ -50,13 +52,64 @@ const TOTAL_NAMES: [&str; 5] = [
     "energy_j",
 ];
 
+/// Which input each host's samples were taken from: a host given twice
+/// (the same file twice, a copy, two files with its samples) is merged
+/// once, from the input that claimed it first.
+pub(crate) struct Hosts<'a> {
+    names: &'a [String],
+    taken: Mutex<HashMap<String, usize>>,
+}
+
+impl<'a> Hosts<'a> {
+    /// `names`: the inputs, by index.
+    pub fn new(names: &'a [String]) -> Self {
+        Hosts {
+            names,
+            taken: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// True when `host`'s samples from input `index` are merged; false,
+    /// with a warning, when another input gave them already.
+    pub fn claim(&self, host: &str, index: usize) -> bool {
+        let mut taken = self.taken.lock().unwrap_or_else(|e| e.into_inner());
+        let first = *taken.entry(host.to_owned()).or_insert(index);
+        if first == index {
+            return true;
+        }
+        let name = |i: usize| shown(std::path::Path::new(&self.names[i]));
+        hpc_core::note!(
+            "hpc-merge: {}: host {} was already read from {}: merged once, not summed",
+            name(index),
+            escaped(host),
+            name(first)
+        );
+        false
+    }
+}
+
+/// The start a node is aligned by: its meta's start when that lies within
+/// the window of its samples, else its first sample time.
+fn own_start(n: &NodeData) -> Option<f64> {
+    let b = &n.bins;
+    let meta = n.meta.as_ref().map(|m| m.start);
+    match (meta, b.anchor()) {
+        (Some(s), Some(a)) if (s - a).abs() <= MAX_SPAN_S => Some(s),
+        (Some(s), None) if s.is_finite() => Some(s),
+        _ => (b.samples > 0).then_some(b.t_min),
+    }
+}
+
 pub(crate) struct Combiner<'a> {
     opts: &'a Opts,
+    hosts: &'a Hosts<'a>,
     step: f64,
     origin: Option<f64>,
     agg: Aggregate,
     pending: Vec<NodeData>,
     stats: Vec<NodeStat>,
+    /// Index in `stats` by host.
+    stat_of: HashMap<String, usize>,
     max_median: f64,
     meta_job_id: Option<String>,
     sample_job_id: Option<String>,
@@ -102,14 +155,16 @@ impl Acc {
 }
 
 impl<'a> Combiner<'a> {
-    pub fn new(opts: &'a Opts, step: f64, origin: Option<f64>) -> Self {
+    pub fn new(opts: &'a Opts, hosts: &'a Hosts<'a>, step: f64, origin: Option<f64>) -> Self {
         Combiner {
             opts,
+            hosts,
             step,
             origin,
             agg: Aggregate::new(),
             pending: Vec::new(),
             stats: Vec::new(),
+            stat_of: HashMap::new(),
             max_median: 0.0,
             meta_job_id: None,
             sample_job_id: None,
@@ -117,14 +172,19 @@ impl<'a> Combiner<'a> {
         }
     }
 
-    /// Takes a node that has been read completely.
-    pub fn add_node(&mut self, n: NodeData) {
+    /// Takes a node that has been read completely from input `index`.
+    pub fn add_node(&mut self, n: NodeData, index: usize) -> Result<()> {
         self.note(&n);
+        if n.bins.samples > 0 && !self.hosts.claim(&n.host, index) {
+            n.bins.recycle();
+            return Ok(());
+        }
         if self.origin.is_some() {
-            self.fold(n);
+            self.fold(n)?;
         } else {
             self.pending.push(n);
         }
+        Ok(())
     }
 
     /// Notes a node's job id and node count (before it is folded).
@@ -152,40 +212,44 @@ impl<'a> Combiner<'a> {
     }
 
     /// Adds one node's held series into the job-wide sums.
-    fn fold(&mut self, n: NodeData) {
+    fn fold(&mut self, n: NodeData) -> Result<()> {
         let origin = self.origin.unwrap_or(0.0);
-        let (stat, median) = fold_node(self.opts, self.step, origin, &mut self.agg, n);
+        let (stat, median) = fold_node(self.opts, self.step, origin, &mut self.agg, n)?;
         self.add_folded(stat, median);
+        Ok(())
     }
 
     /// Takes a node already folded (by a reader thread, into its own sums).
+    /// A host is counted once: a node without samples (a meta alone) gives
+    /// way to one with samples.
     pub fn add_folded(&mut self, stat: NodeStat, median: f64) {
         self.max_median = self.max_median.max(median);
-        self.stats.push(stat);
+        match self.stat_of.get(&stat.host) {
+            Some(&i) if stat.has_samples && !self.stats[i].has_samples => self.stats[i] = stat,
+            Some(_) => {}
+            None => {
+                self.stat_of.insert(stat.host.clone(), self.stats.len());
+                self.stats.push(stat);
+            }
+        }
     }
 
     /// Adds a reader thread's sums.
-    pub fn merge_agg(&mut self, other: &Aggregate) {
-        self.agg.merge(other);
+    pub fn merge_agg(&mut self, other: &Aggregate) -> Result<()> {
+        if !self.agg.merge(other) {
+            return Err(too_long());
+        }
+        Ok(())
     }
 
     /// Folds what is left, writes the series and the summaries. Returns the
     /// number of aggregate samples and of nodes with data.
     pub fn finish(mut self, out: &mut impl Write) -> Result<(u64, usize)> {
         if !self.pending.is_empty() {
-            let o = self
-                .pending
-                .iter()
-                .filter_map(|n| {
-                    n.meta
-                        .as_ref()
-                        .map(|m| m.start)
-                        .or((n.bins.samples > 0).then_some(n.bins.t_min))
-                })
-                .reduce(f64::min);
+            let o = self.pending.iter().filter_map(own_start).reduce(f64::min);
             self.origin = Some(o.unwrap_or(0.0));
             for n in std::mem::take(&mut self.pending) {
-                self.fold(n);
+                self.fold(n)?;
             }
         }
         let job_id = self.job_id();
@@ -502,13 +566,13 @@ pub(crate) fn fold_node(
     origin: f64,
     agg: &mut Aggregate,
     n: NodeData,
-) -> (NodeStat, f64) {
+) -> Result<(NodeStat, f64)> {
     let meta = n.meta.as_ref();
     let req_cpus = meta.and_then(|m| m.req_cpus);
     let req_mem_mb = meta.and_then(|m| m.req_mem_mb);
     let b = &n.bins;
     if b.samples == 0 {
-        return (
+        return Ok((
             NodeStat {
                 host: n.host,
                 has_samples: false,
@@ -523,7 +587,7 @@ pub(crate) fn fold_node(
                 t_max: f64::NAN,
             },
             0.0,
-        );
+        ));
     }
     let median = b.median_interval();
     let interval = median
@@ -533,8 +597,7 @@ pub(crate) fn fold_node(
     let grid_interval = median.unwrap_or(interval);
     let hold_s = opts.max_gap * interval.max(step);
     // Clock skew: the node's own start against the job's earliest.
-    let own_start = meta.map(|m| m.start).unwrap_or(b.t_min);
-    let offset = own_start - origin;
+    let offset = own_start(&n).unwrap_or(b.t_min) - origin;
     let threshold = opts.grid.unwrap_or(interval.max(1.0));
     let shift_bins = if offset.abs() > threshold {
         (-offset / step).round() as i64
@@ -544,7 +607,9 @@ pub(crate) fn fold_node(
     let shift_s = shift_bins as f64 * step;
     let first = b.base() + shift_bins;
     let len = b.len() as i64;
-    agg.cover(first, first + len - 1);
+    if !agg.cover(first, first + len - 1) {
+        return Err(too_long());
+    }
     let mut acc = Acc {
         sum: [0.0; NF],
         n: [0; NF],
@@ -624,7 +689,7 @@ pub(crate) fn fold_node(
     };
     let (t_min, t_max) = (b.t_min + shift_s, b.t_max + shift_s);
     n.bins.recycle();
-    (
+    Ok((
         NodeStat {
             host: n.host,
             has_samples: true,
@@ -639,5 +704,14 @@ pub(crate) fn fold_node(
             t_max,
         },
         grid_interval,
-    )
+    ))
+}
+
+/// The error when the nodes' series together would be too long.
+fn too_long() -> Error {
+    Error::Other(format!(
+        "the nodes' series span more than {MAX_JOB_BINS} bins together after clock alignment \
+         (node files of different times or a bad meta start?): give a coarser --grid or merge \
+         the files apart"
+    ))
 }

@@ -5,8 +5,9 @@ use std::borrow::Cow;
 use std::io::{BufRead, Read};
 
 use hpc_core::ndjson::Rejects;
+use hpc_core::paths::{escaped, shown};
 use hpc_core::record::{from_line, Meta};
-use hpc_core::Result;
+use hpc_core::{Error, Result};
 use serde::Deserialize;
 
 use crate::bins::{values_of, NodeBins};
@@ -101,6 +102,8 @@ pub(crate) struct StreamResult {
     pub passthrough: Vec<String>,
     pub rejected: u64,
     pub lines: u64,
+    /// The job this stream's records name, and the line that first did.
+    pub job: Option<(String, u64)>,
 }
 
 /// Finds (or adds) the node called `host`, remembering the last one used.
@@ -119,12 +122,23 @@ fn node_index(nodes: &mut Vec<NodeData>, last: &mut usize, host: &str, step: f64
     i
 }
 
+/// The longest line read, in bytes (16 MiB): a longer one is refused with
+/// its number and skipped, so an endless line cannot exhaust memory.
+pub(crate) const MAX_LINE: usize = 16 << 20;
+
+/// What [`Lines::next_line`] gives: a line, its number and whether it
+/// lacked its `\n`; or the number of a line longer than the limit.
+enum Piece<'a> {
+    Line(&'a [u8], u64, bool),
+    TooLong(u64),
+}
+
 /// Splits a stream into lines, reading large blocks into one buffer and
 /// finding the line ends with `memchr`; a line longer than the buffer grows
-/// it. Lines are numbered and returned without their `\n` (and, when
-/// terminated, one `\r` before it), as `hpc_core::ndjson::LineReader` does,
-/// but as bytes: they are checked for UTF-8 only when the fast path cannot
-/// read them.
+/// it, up to the limit. Lines are numbered and returned without their `\n`
+/// (and, when terminated, one `\r` before it), as
+/// `hpc_core::ndjson::LineReader` does, but as bytes: they are checked for
+/// UTF-8 only when the fast path cannot read them.
 struct Lines<R> {
     inner: R,
     buf: Vec<u8>,
@@ -132,6 +146,10 @@ struct Lines<R> {
     end: usize,
     eof: bool,
     number: u64,
+    /// The longest line given out.
+    max: usize,
+    /// Inside a line longer than `max`, whose bytes are dropped as read.
+    skipping: bool,
 }
 
 /// The block read at once: large enough to make reads cheap, small enough
@@ -140,6 +158,10 @@ const BLOCK: usize = 256 << 10;
 
 impl<R: Read> Lines<R> {
     fn new(inner: R) -> Self {
+        Self::with_max(inner, MAX_LINE)
+    }
+
+    fn with_max(inner: R, max: usize) -> Self {
         Lines {
             inner,
             buf: vec![0; BLOCK],
@@ -147,37 +169,53 @@ impl<R: Read> Lines<R> {
             end: 0,
             eof: false,
             number: 0,
+            max,
+            skipping: false,
         }
     }
 
-    /// The next line, its number and whether it lacked its `\n`, or `None`
-    /// at the end.
-    fn next_line(&mut self) -> std::io::Result<Option<(&[u8], u64, bool)>> {
+    /// The next line, or `None` at the end.
+    fn next_line(&mut self) -> std::io::Result<Option<Piece<'_>>> {
         loop {
             if let Some(p) = memchr::memchr(b'\n', &self.buf[self.start..self.end]) {
                 let (s, mut e) = (self.start, self.start + p);
                 self.start = e + 1;
                 self.number += 1;
+                if self.skipping || e - s > self.max {
+                    self.skipping = false;
+                    return Ok(Some(Piece::TooLong(self.number)));
+                }
                 if e > s && self.buf[e - 1] == b'\r' {
                     e -= 1;
                 }
-                return Ok(Some((&self.buf[s..e], self.number, false)));
+                return Ok(Some(Piece::Line(&self.buf[s..e], self.number, false)));
             }
             if self.eof {
-                if self.start == self.end {
+                if self.start == self.end && !self.skipping {
                     return Ok(None);
                 }
                 let s = self.start;
                 self.start = self.end;
                 self.number += 1;
-                return Ok(Some((&self.buf[s..self.end], self.number, true)));
+                if std::mem::take(&mut self.skipping) || self.end - s > self.max {
+                    return Ok(Some(Piece::TooLong(self.number)));
+                }
+                return Ok(Some(Piece::Line(&self.buf[s..self.end], self.number, true)));
             }
-            // Keep the partial line, then read more behind it.
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-            if self.end == self.buf.len() {
-                self.buf.resize(self.buf.len() * 2, 0);
+            if self.skipping || self.end - self.start > self.max {
+                // Too long: drop what is held of it and look for its end.
+                self.skipping = true;
+                (self.start, self.end) = (0, 0);
+            } else {
+                // Keep the partial line, then read more behind it.
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+                if self.end == self.buf.len() {
+                    // Here end <= max, so the buffer still grows.
+                    let n = (self.buf.len() * 2).min(self.max + BLOCK);
+                    self.buf.resize(n, 0);
+                }
             }
             match self.inner.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,
@@ -208,23 +246,136 @@ fn trim_ascii_ws(mut b: &[u8]) -> &[u8] {
     b
 }
 
+/// The job a stream's records belong to, checked record by record.
+struct JobCheck<'a> {
+    /// `--job`: records of other jobs are skipped.
+    want: Option<&'a str>,
+    /// The first job id seen, and its line.
+    seen: Option<(String, u64)>,
+    /// Records of other jobs skipped, and the first of them (line, job).
+    skipped: u64,
+    first_skipped: Option<(u64, String)>,
+}
+
+impl JobCheck<'_> {
+    /// Whether a record of line `line` that names job `job` is merged:
+    /// `Ok(false)` skips a record of another job than `--job`; a second job
+    /// without `--job` is an error.
+    #[inline(always)]
+    fn admit(&mut self, job: Option<&[u8]>, line: u64, source: &str) -> Result<bool> {
+        let job = match job {
+            Some(j) if !j.is_empty() => j,
+            _ => return Ok(true),
+        };
+        if let Some(want) = self.want {
+            if want.as_bytes() == job {
+                return Ok(true);
+            }
+            self.skipped += 1;
+            if self.first_skipped.is_none() {
+                self.first_skipped = Some((line, shown_job(job)));
+            }
+            return Ok(false);
+        }
+        match &self.seen {
+            Some((j, _)) if j.as_bytes() == job => Ok(true),
+            None => {
+                self.seen = Some((String::from_utf8_lossy(job).into_owned(), line));
+                Ok(true)
+            }
+            Some((j, at)) => Err(Error::Other(format!(
+                "{source}: line {line}: job {}, but line {at} is job {}: records of two jobs \
+                 are not merged (give --job ID to merge one of them)",
+                shown_job(job),
+                escaped(j)
+            ))),
+        }
+    }
+}
+
+/// A job id as printed in a message.
+fn shown_job(job: &[u8]) -> String {
+    escaped(&String::from_utf8_lossy(job))
+}
+
+/// The state of one stream being read.
+struct Stream<'a> {
+    /// The name shown in messages (escaped), `None` for stdin.
+    source: Option<&'a str>,
+    rejects: Rejects,
+    jobs: JobCheck<'a>,
+    nodes: Vec<NodeData>,
+    /// The node of the previous sample.
+    last: usize,
+    /// The host of this stream's meta, for samples without one.
+    default_host: Option<String>,
+    /// The host of samples without one when there is no meta either.
+    fallback_host: String,
+    passthrough: Vec<String>,
+    step: f64,
+}
+
+impl Stream<'_> {
+    /// Bins one sample of line `number`.
+    #[inline(always)]
+    fn sample(
+        &mut self,
+        host: Option<&[u8]>,
+        t: Option<f64>,
+        values: &[f64; crate::bins::NF],
+        job: Option<&[u8]>,
+        number: u64,
+    ) -> Result<()> {
+        if !self
+            .jobs
+            .admit(job, number, self.source.unwrap_or("stdin"))?
+        {
+            return Ok(());
+        }
+        let Some(t) = t else {
+            return self.rejects.reject(self.source, number, "sample without t");
+        };
+        let (nodes, last) = (&mut self.nodes, &mut self.last);
+        let i = match host {
+            Some(h) if *last < nodes.len() && nodes[*last].host.as_bytes() == h => *last,
+            Some(h) => node_index(nodes, last, &String::from_utf8_lossy(h), self.step),
+            None => {
+                let h = self.default_host.as_deref().unwrap_or(&self.fallback_host);
+                node_index(nodes, last, h, self.step)
+            }
+        };
+        let node = &mut nodes[i];
+        node.bins.add(t, values, number);
+        if node.sample_job_id.is_none() {
+            node.sample_job_id = job.map(|j| String::from_utf8_lossy(j).into_owned());
+        }
+        self.report(i)
+    }
+
+    /// Reports the samples that node `i` refused.
+    #[inline(always)]
+    fn report(&mut self, i: usize) -> Result<()> {
+        if self.nodes[i].bins.refused.is_empty() {
+            return Ok(());
+        }
+        for (line, reason) in std::mem::take(&mut self.nodes[i].bins.refused) {
+            self.rejects.reject(self.source, line, &reason)?;
+        }
+        Ok(())
+    }
+}
+
 /// Reads one NDJSON stream. `name` is the file name used in messages and,
-/// without a meta or `host`, as the node name.
+/// without a meta or `host`, as the node name; with `want_job` (`--job`),
+/// records of other jobs are skipped.
 pub(crate) fn read_stream(
     index: usize,
     name: &str,
-    input: impl BufRead,
+    input: impl Read,
     step: f64,
+    want_job: Option<&str>,
 ) -> Result<StreamResult> {
-    let source = if name == "-" { None } else { Some(name) };
-    let mut rejects = Rejects::new("hpc-merge");
-    let mut reader = Lines::new(input);
-    let mut nodes: Vec<NodeData> = Vec::new();
-    let mut passthrough = Vec::new();
-    let mut last = 0usize;
-    let mut keys = crate::fast::KeyCache::default();
-    // The host of this stream's meta, for samples without one.
-    let mut default_host: Option<String> = None;
+    let shown_name = shown(std::path::Path::new(name));
     let fallback_host = match std::path::Path::new(name).file_name() {
         Some(f) if name != "-" => {
             let f = f.to_string_lossy();
@@ -232,12 +383,36 @@ pub(crate) fn read_stream(
         }
         _ => "stdin".into(),
     };
-    while let Some((bytes, number, unterminated)) =
-        reader.next_line().map_err(|source| hpc_core::Error::Io {
-            context: format!("cannot read {name}"),
-            source,
-        })?
-    {
+    let mut st = Stream {
+        source: (name != "-").then_some(shown_name.as_str()),
+        rejects: Rejects::new("hpc-merge"),
+        jobs: JobCheck {
+            want: want_job,
+            seen: None,
+            skipped: 0,
+            first_skipped: None,
+        },
+        nodes: Vec::new(),
+        last: 0,
+        default_host: None,
+        fallback_host,
+        passthrough: Vec::new(),
+        step,
+    };
+    let mut reader = Lines::new(input);
+    let mut keys = crate::fast::KeyCache::default();
+    while let Some(piece) = reader.next_line().map_err(|source| Error::Io {
+        context: format!("cannot read {shown_name}"),
+        source,
+    })? {
+        let (bytes, number, unterminated) = match piece {
+            Piece::Line(b, n, u) => (b, n, u),
+            Piece::TooLong(n) => {
+                let reason = format!("longer than {} MiB: skipped", MAX_LINE >> 20);
+                st.rejects.reject(st.source, n, &reason)?;
+                continue;
+            }
+        };
         // The fast path reads plain ASCII sample lines without serde (and
         // without a separate UTF-8 check: it gives up on other bytes).
         let ascii = trim_ascii_ws(bytes);
@@ -248,36 +423,14 @@ pub(crate) fn read_stream(
         if crate::fast::parse_into::<true>(ascii, &mut keys, &mut fl)
             && fl.kind == Some(b"sample".as_slice())
         {
-            let Some(t) = fl.t else {
-                rejects.reject(source, number, "sample without t")?;
-                continue;
-            };
-            let i = match fl.host {
-                Some(h) if last < nodes.len() && nodes[last].host.as_bytes() == h => last,
-                Some(h) => {
-                    let h = std::str::from_utf8(h).unwrap_or_default();
-                    node_index(&mut nodes, &mut last, h, step)
-                }
-                None => {
-                    let h = default_host.as_deref().unwrap_or(&fallback_host);
-                    node_index(&mut nodes, &mut last, h, step)
-                }
-            };
-            let node = &mut nodes[i];
-            if let Err(reason) = node.bins.add(t, &fl.values) {
-                rejects.reject(source, number, &reason)?;
-                continue;
-            }
-            if node.sample_job_id.is_none() {
-                node.sample_job_id = fl.job_id.map(|j| String::from_utf8_lossy(j).into_owned());
-            }
+            st.sample(fl.host, fl.t, &fl.values, fl.job_id, number)?;
             continue;
         }
         let text = match std::str::from_utf8(bytes) {
             Ok(text) => text.trim(),
             Err(e) => {
                 let reason = format!("not valid UTF-8 (byte {})", e.valid_up_to());
-                rejects.reject(source, number, &reason)?;
+                st.rejects.reject(st.source, number, &reason)?;
                 continue;
             }
         };
@@ -289,25 +442,28 @@ pub(crate) fn read_stream(
             text,
             unterminated,
         };
-        slow_line(
-            &line,
-            source,
-            &mut rejects,
-            &mut nodes,
-            &mut last,
-            &mut keys,
-            &mut default_host,
-            &fallback_host,
-            &mut passthrough,
-            step,
-        )?;
+        slow_line(&line, &mut st, &mut keys)?;
+    }
+    // Place the samples still held back for each node's anchor.
+    for i in 0..st.nodes.len() {
+        st.nodes[i].bins.settle();
+        st.report(i)?;
+    }
+    if let Some((line, job)) = &st.jobs.first_skipped {
+        hpc_core::note!(
+            "hpc-merge: {}: {} records of other jobs than {} skipped (the first: line {line}, job {job})",
+            st.source.unwrap_or("stdin"),
+            st.jobs.skipped,
+            escaped(want_job.unwrap_or_default()),
+        );
     }
     Ok(StreamResult {
         index,
-        nodes,
-        passthrough,
-        rejected: rejects.rejected,
+        nodes: st.nodes,
+        passthrough: st.passthrough,
+        rejected: st.rejects.rejected,
         lines: reader.number,
+        job: st.jobs.seen,
     })
 }
 
@@ -320,101 +476,85 @@ struct Line<'a> {
 
 /// Reads a line the fast byte path did not take, as before it: the fast
 /// path on the text, else serde_json.
-#[allow(clippy::too_many_arguments)]
 #[cold]
 #[inline(never)]
-fn slow_line(
-    line: &Line,
-    source: Option<&str>,
-    rejects: &mut Rejects,
-    nodes: &mut Vec<NodeData>,
-    last: &mut usize,
-    keys: &mut crate::fast::KeyCache,
-    default_host: &mut Option<String>,
-    fallback_host: &str,
-    passthrough: &mut Vec<String>,
-    step: f64,
-) -> Result<()> {
-    let text = line.text;
-    let fast = crate::fast::parse(text, keys);
-    if let Some(fl) = fast.as_ref().filter(|f| f.kind == Some("sample")) {
-        let Some(t) = fl.t else {
-            return rejects.reject(source, line.number, "sample without t");
-        };
-        let host: &str = match (fl.host, &*default_host) {
-            (Some(h), _) => h,
-            (None, Some(h)) => h,
-            (None, None) => fallback_host,
-        };
-        let i = node_index(nodes, last, host, step);
-        let node = &mut nodes[i];
-        if let Err(reason) = node.bins.add(t, &fl.values) {
-            return rejects.reject(source, line.number, &reason);
-        }
-        if node.sample_job_id.is_none() {
-            node.sample_job_id = fl.job_id.map(str::to_owned);
-        }
-        return Ok(());
+fn slow_line(line: &Line, st: &mut Stream, keys: &mut crate::fast::KeyCache) -> Result<()> {
+    let (text, number, source) = (line.text, line.number, st.source);
+    if let Some(fl) = crate::fast::parse(text, keys).filter(|f| f.kind == Some("sample")) {
+        return st.sample(
+            fl.host.map(str::as_bytes),
+            fl.t,
+            &fl.values,
+            fl.job_id.map(str::as_bytes),
+            number,
+        );
     }
     let raw: RawSample = match serde_json::from_str(text) {
         Ok(r) => r,
+        Err(e) if line.unterminated => {
+            let reason = format!("truncated last line ignored ({e})");
+            st.rejects.warn(source, number, &reason);
+            return Ok(());
+        }
         Err(e) => {
-            if line.unterminated {
-                rejects.warn(
-                    source,
-                    line.number,
-                    &format!("truncated last line ignored ({e})"),
-                );
-                return Ok(());
-            }
-            return rejects.reject(source, line.number, &format!("not a record: {e}"));
+            return st
+                .rejects
+                .reject(source, number, &format!("not a record: {e}"))
         }
     };
     match raw.kind.as_deref() {
         Some("sample") => {
-            let Some(t) = raw.t else {
-                return rejects.reject(source, line.number, "sample without t");
-            };
-            let host: &str = match (&raw.host, &*default_host) {
-                (Some(h), _) => h,
-                (None, Some(h)) => h,
-                (None, None) => fallback_host,
-            };
-            let i = node_index(nodes, last, host, step);
-            let node = &mut nodes[i];
-            if let Err(reason) = node.bins.add(t, &values_of(&raw)) {
-                return rejects.reject(source, line.number, &reason);
-            }
-            if node.sample_job_id.is_none() {
-                node.sample_job_id = raw.job_id.as_deref().map(str::to_owned);
-            }
+            let host = raw.host.as_deref().map(str::as_bytes);
+            let job = raw.job_id.as_deref().map(str::as_bytes);
+            st.sample(host, raw.t, &values_of(&raw), job, number)?;
         }
         Some("meta") => match from_line::<Meta>(text) {
+            Ok(meta) if meta.nnodes.is_some_and(|n| n as usize > crate::MAX_NODES) => {
+                let reason = format!(
+                    "bad meta: nnodes {} is more than the {} nodes hpc-merge takes",
+                    meta.nnodes.unwrap_or_default(),
+                    crate::MAX_NODES
+                );
+                st.rejects.reject(source, number, &reason)?;
+            }
             Ok(meta) => {
-                if default_host.is_none() {
-                    *default_host = Some(meta.host.clone());
+                let job = meta.job_id.as_deref().map(str::as_bytes);
+                if !st.jobs.admit(job, number, source.unwrap_or("stdin"))? {
+                    return Ok(());
                 }
-                let i = node_index(nodes, last, &meta.host, step);
-                if nodes[i].meta.is_none() {
-                    nodes[i].meta = Some(meta);
+                if st.default_host.is_none() {
+                    st.default_host = Some(meta.host.clone());
+                }
+                let i = node_index(&mut st.nodes, &mut st.last, &meta.host, st.step);
+                if st.nodes[i].meta.is_none() {
+                    st.nodes[i].bins.set_start_hint(meta.start);
+                    st.nodes[i].meta = Some(meta);
                 }
             }
-            Err(e) => rejects.reject(source, line.number, &format!("bad meta: {e}"))?,
+            Err(e) => st
+                .rejects
+                .reject(source, number, &format!("bad meta: {e}"))?,
         },
-        Some(_) => passthrough.push(text.to_owned()),
-        None => rejects.reject(source, line.number, "no \"kind\"")?,
+        Some(_) => st.passthrough.push(text.to_owned()),
+        None => st.rejects.reject(source, number, "no \"kind\"")?,
     }
     Ok(())
 }
 
-/// The `start` of a meta on the first line of `path`, if it has one.
+/// The `start` of a meta on the first line of `path`, if it is a regular
+/// file (a pipe is not read twice) that opens with a meta.
 pub(crate) fn peek_meta_start(path: &str) -> Option<f64> {
     let f = std::fs::File::open(path).ok()?;
-    let mut r = std::io::BufReader::new(f);
-    let mut first = String::new();
-    r.read_line(&mut first).ok()?;
-    let meta: Meta = match hpc_core::record::peek_kind(first.trim()).as_deref() {
-        Some("meta") => from_line(first.trim()).ok()?,
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut first = Vec::new();
+    std::io::BufReader::new(f.take(MAX_LINE as u64))
+        .read_until(b'\n', &mut first)
+        .ok()?;
+    let first = std::str::from_utf8(&first).ok()?.trim();
+    let meta: Meta = match hpc_core::record::peek_kind(first).as_deref() {
+        Some("meta") => from_line(first).ok()?,
         _ => return None,
     };
     Some(meta.start)
@@ -438,7 +578,7 @@ mod tests {
             "\n",
             r#"{"kind":"sample","t":102.0,"rss_mb":6"#
         );
-        let r = read_stream(0, "f.ndjson", data.as_bytes(), 1.0).unwrap();
+        let r = read_stream(0, "f.ndjson", data.as_bytes(), 1.0, None).unwrap();
         assert_eq!(r.rejected, 0, "a truncated last line is only a warning");
         assert_eq!(r.passthrough.len(), 1);
         assert_eq!(r.nodes.len(), 2);
@@ -456,7 +596,7 @@ mod tests {
         let data = format!("a\r\nb\n\n{long}\r\n\r\nlast\r");
         let mut r = Lines::new(data.as_bytes());
         let mut got = Vec::new();
-        while let Some((l, n, u)) = r.next_line().unwrap() {
+        while let Some(Piece::Line(l, n, u)) = r.next_line().unwrap() {
             got.push((String::from_utf8(l.to_vec()).unwrap(), n, u));
         }
         let want = [
@@ -487,7 +627,7 @@ mod tests {
         .join("\n");
         let mut bytes = data.into_bytes();
         bytes.extend_from_slice(b"\n{\"kind\":\"sample\",\"t\":6,\"host\":\"n\xff\"}\n");
-        let r = read_stream(0, "-", &bytes[..], 1.0).unwrap();
+        let r = read_stream(0, "-", &bytes[..], 1.0, None).unwrap();
         assert_eq!((r.lines, r.rejected), (6, 1));
         let hosts: Vec<&str> = r.nodes.iter().map(|n| n.host.as_str()).collect();
         assert_eq!(hosts, ["n1", "nœud"]);
@@ -502,9 +642,65 @@ mod tests {
     #[test]
     fn bad_lines_are_counted() {
         let data = b"{\"kind\":\"sample\"}\nnot json\n{\"t\":1}\n{\"kind\":\"sample\",\"t\":1}\n";
-        let r = read_stream(0, "-", &data[..], 1.0).unwrap();
+        let r = read_stream(0, "-", &data[..], 1.0, None).unwrap();
         assert_eq!(r.rejected, 3);
         assert_eq!(r.lines, 4);
         assert_eq!(r.nodes[0].host, "stdin");
+    }
+
+    /// The pieces of `data` read with a line limit of `max` bytes: lines
+    /// as text, too long lines as `None`, with their numbers.
+    fn pieces(data: &[u8], max: usize) -> Vec<(Option<String>, u64)> {
+        let mut r = Lines::with_max(data, max);
+        let mut got = Vec::new();
+        while let Some(p) = r.next_line().unwrap() {
+            got.push(match p {
+                Piece::Line(l, n, _) => (Some(String::from_utf8(l.to_vec()).unwrap()), n),
+                Piece::TooLong(n) => (None, n),
+            });
+        }
+        got
+    }
+
+    #[test]
+    fn lines_longer_than_the_limit_are_skipped_by_number() {
+        let max = 10;
+        let long = "y".repeat(3 * BLOCK);
+        let data = format!(
+            "ok\n{}\nshort\n{long}\nxxxxxxxxxx\nend\n{long}",
+            "x".repeat(11)
+        );
+        let s = |t: &str| Some(t.to_string());
+        assert_eq!(
+            pieces(data.as_bytes(), max),
+            [
+                (s("ok"), 1),
+                (None, 2),
+                (s("short"), 3),
+                (None, 4),
+                (s("xxxxxxxxxx"), 5),
+                (s("end"), 6),
+                (None, 7)
+            ]
+        );
+        // A line of exactly the limit is read; the buffer stays bounded.
+        let mut r = Lines::with_max(data.as_bytes(), max);
+        while r.next_line().unwrap().is_some() {}
+        assert_eq!(r.buf.len(), BLOCK);
+        let big = BLOCK + 100;
+        let line = "z".repeat(big);
+        let got = pieces(format!("{line}\n{line}x\n").as_bytes(), big);
+        assert_eq!(got, [(Some(line), 1), (None, 2)]);
+    }
+
+    #[test]
+    fn an_overlong_line_is_a_reject_and_the_rest_is_read() {
+        let mut data = br#"{"kind":"sample","t":1,"host":"n1","rss_mb":3}"#.to_vec();
+        data.push(b'\n');
+        data.extend(std::iter::repeat_n(b'7', MAX_LINE + 1));
+        data.extend_from_slice(b"\n{\"kind\":\"sample\",\"t\":2,\"host\":\"n1\",\"rss_mb\":4}\n");
+        let r = read_stream(0, "-", &data[..], 1.0, None).unwrap();
+        assert_eq!((r.lines, r.rejected), (3, 1));
+        assert_eq!(r.nodes[0].bins.samples, 2);
     }
 }

@@ -57,7 +57,12 @@ pub struct Args {
     /// the expected number of nodes (default: the metas' nnodes)
     #[argh(option)]
     pub expect_nodes: Option<u32>,
-    /// the job id to write (default: the metas', else the samples')
+    /// merge only job ID: metas and samples of other jobs are skipped
+    /// (without it, inputs that name two jobs are refused)
+    #[argh(option)]
+    pub job: Option<String>,
+    /// the job id to write (default: --job, else the metas', else the
+    /// samples')
     #[argh(option)]
     pub job_id: Option<String>,
     /// where the merged series is kept, written into the summary's series
@@ -86,6 +91,17 @@ pub enum Format {
     Sh5util,
 }
 
+/// The most nodes a job may have (`--expect-nodes`, a meta's `nnodes`):
+/// more than the largest clusters have. (`--nodes` is bounded by the
+/// kernel's limit on one argument, 128 KiB.)
+pub const MAX_NODES: usize = 200_000;
+
+/// The finest `--grid`, seconds.
+pub const MIN_GRID_S: f64 = 0.001;
+
+/// The coarsest `--grid`, seconds (a day).
+pub const MAX_GRID_S: f64 = 86_400.0;
+
 /// The checked options.
 #[derive(Debug, Clone)]
 pub struct Opts {
@@ -99,6 +115,8 @@ pub struct Opts {
     pub nodes: Vec<String>,
     /// Expected node count.
     pub expect_nodes: Option<u32>,
+    /// Only this job's records are merged.
+    pub job: Option<String>,
     /// Job id override.
     pub job_id: Option<String>,
     /// The summary's `series`.
@@ -117,11 +135,20 @@ impl Opts {
     /// Checks `args` and expands folders into their `*.ndjson` files.
     pub fn from_args(args: Args) -> Result<Opts> {
         if let Some(g) = args.grid {
-            if !(g.is_finite() && g > 0.0) {
+            if !(MIN_GRID_S..=MAX_GRID_S).contains(&g) {
                 return Err(Error::Usage(format!(
-                    "--grid {g}: must be a positive number of seconds"
+                    "--grid {g}: must be from {MIN_GRID_S} to {MAX_GRID_S} seconds"
                 )));
             }
+        }
+        if args.expect_nodes.is_some_and(|n| n as usize > MAX_NODES) {
+            return Err(Error::Usage(format!(
+                "--expect-nodes {}: at most {MAX_NODES}",
+                args.expect_nodes.unwrap_or_default()
+            )));
+        }
+        if args.job.as_deref() == Some("") {
+            return Err(Error::Usage("--job: give a job id".into()));
         }
         if !(args.max_gap.is_finite() && args.max_gap >= 0.0) {
             return Err(Error::Usage(format!(
@@ -159,7 +186,7 @@ impl Opts {
             if i != "-" && p.is_dir() {
                 let mut found: Vec<String> = std::fs::read_dir(p)
                     .map_err(|source| Error::Io {
-                        context: format!("cannot list {i}"),
+                        context: format!("cannot list {}", hpc_core::paths::shown(p)),
                         source,
                     })?
                     .filter_map(|e| e.ok())
@@ -186,7 +213,8 @@ impl Opts {
             cpus: args.cpus,
             nodes,
             expect_nodes: args.expect_nodes,
-            job_id: args.job_id,
+            job_id: args.job_id.or_else(|| args.job.clone()),
+            job: args.job,
             series_path: args.series_path,
             from,
             step: args.step,
@@ -217,17 +245,87 @@ fn read_one(
     stdin: &mut dyn BufRead,
     step: f64,
 ) -> Result<StreamResult> {
-    let open = |name: &str| hpc_core::ndjson::open_input(name);
+    let open = |name: &str| {
+        std::fs::File::open(name).map_err(|source| Error::Io {
+            context: format!("cannot open {}", hpc_core::paths::shown(Path::new(name))),
+            source,
+        })
+    };
+    let job = opts.job.as_deref();
     match (opts.from, name) {
-        (Format::Ndjson, "-") => input::read_stream(index, name, stdin, step),
-        (Format::Ndjson, _) => input::read_stream(index, name, open(name)?, step),
+        (Format::Ndjson, "-") => input::read_stream(index, name, stdin, step, job),
+        (Format::Ndjson, _) => input::read_stream(index, name, open(name)?, step, job),
         (Format::Sh5util, "-") => {
             sh5util::read_sh5util(index, name, stdin, step, opts.step.as_deref())
         }
         (Format::Sh5util, _) => {
-            sh5util::read_sh5util(index, name, open(name)?, step, opts.step.as_deref())
+            let f = std::io::BufReader::with_capacity(1 << 16, open(name)?);
+            sh5util::read_sh5util(index, name, f, step, opts.step.as_deref())
         }
     }
+}
+
+/// The job's earliest start, when every input is a file that opens with a
+/// meta whose start is a plausible time and all lie within the sanity window
+/// of one another (else it is found after reading, from the nodes' data).
+fn origin_of(opts: &Opts, names: &[String]) -> Option<f64> {
+    if opts.from != Format::Ndjson {
+        return None;
+    }
+    let mut starts = names.iter().map(|n| match n.as_str() {
+        "-" => None,
+        _ => input::peek_meta_start(n).filter(|s| s.is_finite() && s.abs() <= bins::MAX_T),
+    });
+    let first = starts.next()??;
+    let (mut lo, mut hi) = (first, first);
+    for s in starts {
+        let s = s?;
+        (lo, hi) = (lo.min(s), hi.max(s));
+    }
+    (hi - lo <= bins::MAX_SPAN_S).then_some(lo)
+}
+
+/// Refuses inputs that name different jobs: the job most inputs name is
+/// the job; the first input that names another is reported.
+fn one_job(names: &[String], jobs: &mut [(usize, Option<(String, u64)>)]) -> Result<()> {
+    // In input order, whatever order the reader threads finished in.
+    jobs.sort_by_key(|j| j.0);
+    let mut count: Vec<(&str, usize, usize, u64)> = Vec::new(); // job, inputs, first input, line
+    for (i, job) in jobs.iter() {
+        if let Some((j, line)) = job {
+            match count.iter_mut().find(|c| c.0 == j) {
+                Some(c) => c.1 += 1,
+                None => count.push((j, 1, *i, *line)),
+            }
+        }
+    }
+    if count.len() < 2 {
+        return Ok(());
+    }
+    // The most named job (the first named on a tie), then the first other.
+    let main = count
+        .iter()
+        .enumerate()
+        .max_by_key(|(k, c)| (c.1, std::cmp::Reverse(*k)))
+        .map(|(_, c)| *c)
+        .unwrap_or(count[0]);
+    let odd = count
+        .iter()
+        .filter(|c| c.0 != main.0)
+        .min_by_key(|c| c.2)
+        .unwrap_or(&count[1]);
+    let name = |i: usize| hpc_core::paths::shown(Path::new(&names[i]));
+    let job = hpc_core::paths::escaped;
+    Err(Error::Other(format!(
+        "{}: line {}: job {}, but {}: line {} is job {}: records of two jobs are not merged \
+         (give --job ID to merge one of them)",
+        name(odd.2),
+        odd.3,
+        job(odd.0),
+        name(main.2),
+        main.3,
+        job(main.0)
+    )))
 }
 
 /// Merges the inputs named in `opts` (or `stdin`) and writes the aggregate
@@ -242,36 +340,29 @@ pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stat
     };
     // The job's earliest start is known up front when every input opens
     // with a meta; then nodes are folded as soon as they are read.
-    let starts: Vec<Option<f64>> = names
-        .iter()
-        .map(|n| match (opts.from, n.as_str()) {
-            (Format::Ndjson, "-") | (Format::Sh5util, _) => None,
-            _ => input::peek_meta_start(n),
-        })
-        .collect();
-    let origin = if starts.iter().all(Option::is_some) {
-        starts.iter().flatten().copied().reduce(f64::min)
-    } else {
-        None
-    };
-    let mut comb = Combiner::new(opts, step, origin);
+    let origin = origin_of(opts, &names);
+    let hosts = combine::Hosts::new(&names);
+    let mut comb = Combiner::new(opts, &hosts, step, origin);
     let mut passthrough: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut jobs: Vec<(usize, Option<(String, u64)>)> = Vec::new();
     let (mut lines, mut rejected) = (0u64, 0u64);
-    let mut take = |r: StreamResult, comb: &mut Combiner| {
+    let mut take = |r: StreamResult, comb: &mut Combiner| -> Result<()> {
         lines += r.lines;
         rejected += r.rejected;
+        jobs.push((r.index, r.job));
         if !r.passthrough.is_empty() {
             passthrough.push((r.index, r.passthrough));
         }
         for n in r.nodes {
-            comb.add_node(n);
+            comb.add_node(n, r.index)?;
         }
+        Ok(())
     };
     let threads = opts.threads.min(names.len()).max(1);
     if threads == 1 || names.iter().any(|n| n == "-") {
         for (i, n) in names.iter().enumerate() {
             let r = read_one(opts, i, n, &mut stdin, step)?;
-            take(r, &mut comb);
+            take(r, &mut comb)?;
         }
     } else {
         // Each reader thread folds its nodes into its own sums when the
@@ -287,7 +378,7 @@ pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stat
         std::thread::scope(|s| -> Result<()> {
             for _ in 0..threads {
                 let tx = tx.clone();
-                let (next, names) = (&next, &names);
+                let (next, names, hosts) = (&next, &names, &hosts);
                 s.spawn(move || {
                     let mut sums = bins::Aggregate::new();
                     loop {
@@ -296,27 +387,35 @@ pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stat
                             break;
                         }
                         let mut none = std::io::empty();
-                        let msg = match read_one(opts, i, &names[i], &mut none, step) {
-                            Ok(mut r) => match origin {
-                                Some(o) => {
-                                    let mut folded = Vec::new();
-                                    for n in std::mem::take(&mut r.nodes) {
-                                        // Keep the metas for the job id and node count.
-                                        let info = input::NodeData {
-                                            host: String::new(),
-                                            bins: bins::NodeBins::new(step),
-                                            meta: n.meta.clone(),
-                                            sample_job_id: n.sample_job_id.clone(),
-                                        };
-                                        r.nodes.push(info);
-                                        folded
-                                            .push(combine::fold_node(opts, step, o, &mut sums, n));
+                        let read = read_one(opts, i, &names[i], &mut none, step);
+                        let msg = match (read, origin) {
+                            (Ok(mut r), Some(o)) => {
+                                let mut folded = Vec::new();
+                                let mut failed = None;
+                                for n in std::mem::take(&mut r.nodes) {
+                                    // Keep the metas for the job id and node count.
+                                    r.nodes.push(input::NodeData {
+                                        host: String::new(),
+                                        bins: bins::NodeBins::new(step),
+                                        meta: n.meta.clone(),
+                                        sample_job_id: n.sample_job_id.clone(),
+                                    });
+                                    if n.bins.samples > 0 && !hosts.claim(&n.host, i) {
+                                        n.bins.recycle();
+                                        continue;
                                     }
-                                    Msg::Read(r, folded)
+                                    match combine::fold_node(opts, step, o, &mut sums, n) {
+                                        Ok(f) => folded.push(f),
+                                        Err(e) => failed = Some(e),
+                                    }
                                 }
-                                None => Msg::Read(r, Vec::new()),
-                            },
-                            Err(e) => Msg::Failed(e),
+                                match failed {
+                                    Some(e) => Msg::Failed(e),
+                                    None => Msg::Read(r, folded),
+                                }
+                            }
+                            (Ok(r), None) => Msg::Read(r, Vec::new()),
+                            (Err(e), _) => Msg::Failed(e),
                         };
                         let failed = matches!(msg, Msg::Failed(_));
                         if tx.send(msg).is_err() || failed {
@@ -329,34 +428,34 @@ pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stat
             drop(tx);
             let mut first_err = None;
             for msg in rx {
-                match msg {
-                    Msg::Read(r, folded) if !folded.is_empty() => {
+                let done = match msg {
+                    Msg::Read(r, folded) if origin.is_some() => {
                         for n in &r.nodes {
                             comb.note(n);
                         }
                         for (stat, median) in folded {
                             comb.add_folded(stat, median);
                         }
-                        take(
-                            StreamResult {
-                                nodes: Vec::new(),
-                                ..r
-                            },
-                            &mut comb,
-                        );
+                        let r = StreamResult {
+                            nodes: Vec::new(),
+                            ..r
+                        };
+                        take(r, &mut comb)
                     }
                     Msg::Read(r, _) => take(r, &mut comb),
                     Msg::Sums(a) => comb.merge_agg(&a),
-                    Msg::Failed(e) => {
-                        // Stop handing out files; keep the first error.
-                        next.store(usize::MAX / 2, Ordering::Relaxed);
-                        first_err.get_or_insert(e);
-                    }
+                    Msg::Failed(e) => Err(e),
+                };
+                if let Err(e) = done {
+                    // Stop handing out files; keep the first error.
+                    next.store(usize::MAX / 2, Ordering::Relaxed);
+                    first_err.get_or_insert(e);
                 }
             }
             first_err.map_or(Ok(()), Err)
         })?;
     }
+    one_job(&names, &mut jobs)?;
     passthrough.sort_by_key(|(i, _)| *i);
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     for (_, ls) in &passthrough {

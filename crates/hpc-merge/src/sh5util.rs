@@ -43,7 +43,8 @@ pub(crate) fn read_sh5util(
     step: f64,
     want_step: Option<&str>,
 ) -> Result<StreamResult> {
-    let source = if name == "-" { None } else { Some(name) };
+    let shown_name = hpc_core::paths::shown(std::path::Path::new(name));
+    let source = (name != "-").then_some(shown_name.as_str());
     let mut rejects = Rejects::new("hpc-merge");
     let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(input);
     let headers = rdr.headers()?.clone();
@@ -51,7 +52,7 @@ pub(crate) fn read_sh5util(
     let need = |n: &str| {
         col(n).ok_or_else(|| {
             Error::Other(format!(
-                "{name}: not an sh5util Node:TimeSeries CSV: no {n} column"
+                "{shown_name}: not an sh5util Node:TimeSeries CSV: no {n} column"
             ))
         })
     };
@@ -148,8 +149,12 @@ pub(crate) fn read_sh5util(
         }
         prev_t = t;
         let n = nodes.last_mut().expect("pushed above");
-        if let Err(reason) = n.bins.add(t, &v) {
-            rejects.reject(source, 0, &reason)?;
+        n.bins.add(t, &v, 0);
+    }
+    for n in &mut nodes {
+        n.bins.settle();
+        for (line, reason) in std::mem::take(&mut n.bins.refused) {
+            rejects.reject(source, line, &reason)?;
         }
     }
     Ok(StreamResult {
@@ -158,6 +163,7 @@ pub(crate) fn read_sh5util(
         passthrough: Vec::new(),
         rejected: rejects.rejected,
         lines,
+        job: None,
     })
 }
 

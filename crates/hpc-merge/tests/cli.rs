@@ -425,3 +425,273 @@ fn a_closed_pipe_is_not_an_error() {
     assert_eq!(child.wait().unwrap().code(), Some(0), "{err}");
     assert_eq!(err, "");
 }
+
+/// One node's file as text: [`node_lines`] with `job` for the job id.
+fn node_file(host: &str, job: &str, n: usize) -> String {
+    node_lines(host, 0.0, n, 1.0, 2.0, 100.0)
+        .iter()
+        .map(|l| l.replace("\"job_id\":\"42\"", &format!("\"job_id\":\"{job}\"")))
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+#[test]
+fn files_of_two_jobs_are_refused_and_job_picks_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.ndjson", &node_file("n1", "42", 20));
+    let b = write(dir.path(), "b.ndjson", &node_file("n2", "42", 20));
+    let c = write(dir.path(), "c.ndjson", &node_file("n3", "43", 20));
+    for threads in ["1", "4"] {
+        let (code, out, err) = cli(&["--threads", threads, &a, &c, &b], "");
+        assert_eq!(code, 1, "{err}");
+        assert_eq!(out, "", "nothing is written");
+        assert!(
+            err.contains("c.ndjson: line 1: job 43, but")
+                && err.contains("a.ndjson: line 1 is job 42"),
+            "{err}"
+        );
+        assert!(err.contains("--job"), "{err}");
+    }
+    // --job picks one: the other job's records are skipped with a note.
+    let (code, out, err) = cli(&["--job", "42", &a, &c, &b], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(
+            "c.ndjson: 21 records of other jobs than 42 skipped (the first: line 1, job 43)"
+        ),
+        "{err}"
+    );
+    let s = job_summary(&out);
+    assert_eq!(s["nodes"], serde_json::json!(["n1", "n2"]));
+    assert_eq!(s["job_id"], "42");
+    assert_eq!(f(&s, "req_cpus"), 16.0, "n3's meta is not counted: {s}");
+    // Within one file: the line that names the second job.
+    let mut mixed = node_file("n1", "42", 5);
+    mixed.push_str(node_file("n1", "44", 5).lines().nth(3).unwrap());
+    mixed.push('\n');
+    let m = write(dir.path(), "m.ndjson", &mixed);
+    let (code, out, err) = cli(&[&m], "");
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(
+        err.contains("m.ndjson: line 7: job 44, but line 1 is job 42"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_same_host_given_twice_is_merged_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = node_file("n1", "42", 50);
+    let a = write(dir.path(), "a.ndjson", &text);
+    let copy = write(dir.path(), "copy.ndjson", &text);
+    let other = write(dir.path(), "b.ndjson", &node_file("n2", "42", 50));
+    let (code, once, err) = cli(&[&a, &other], "");
+    assert_eq!(code, 0, "{err}");
+    let once = job_summary(&once);
+    for args in [
+        vec![a.as_str(), a.as_str(), other.as_str()],
+        vec![a.as_str(), other.as_str(), copy.as_str()],
+        vec!["--threads", "1", a.as_str(), copy.as_str(), other.as_str()],
+    ] {
+        let (code, out, err) = cli(&args, "");
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            err.contains("host n1 was already read from") && err.contains("merged once"),
+            "{err}"
+        );
+        let s = job_summary(&out);
+        for k in [
+            "peak_rss_mb",
+            "mean_rss_mb",
+            "cpu_s",
+            "mean_cpu_cores",
+            "req_cpus",
+        ] {
+            assert_eq!(f(&s, k), f(&once, k), "{k}: {s}");
+        }
+        assert_eq!(s["nodes"], serde_json::json!(["n1", "n2"]));
+        let per_node = records(&out)
+            .into_iter()
+            .filter(|v| v["kind"] == "summary" && v.get("host").is_some())
+            .count();
+        assert_eq!(per_node, 2);
+    }
+}
+
+#[test]
+fn a_bogus_first_sample_is_skipped_and_the_rest_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let clean = node_file("n1", "42", 100);
+    let (code, want, err) = cli(&["-"], &clean);
+    assert_eq!(code, 0, "{err}");
+    let want = job_summary(&want);
+    let lines: Vec<String> = clean.lines().map(str::to_owned).collect();
+    for bogus in ["0", "4102444800"] {
+        let bad = lines[1].replace(&format!("\"t\":{}", T0 + 1.0), &format!("\"t\":{bogus}"));
+        assert_ne!(bad, lines[1]);
+        let mut with_meta = lines.clone();
+        with_meta.insert(1, bad.clone());
+        // With a meta, and without one (then the sample times alone anchor).
+        let without_meta = with_meta[1..].to_vec();
+        for (text, line) in [(with_meta, 2), (without_meta, 1)] {
+            let p = write(dir.path(), "n1.ndjson", &(text.join("\n") + "\n"));
+            let (code, out, err) = cli(&[&p], "");
+            assert_eq!(code, 1, "{err}");
+            assert!(
+                err.contains(&format!(
+                    "n1.ndjson: line {line}: t {bogus} is more than 62 days"
+                )),
+                "{err}"
+            );
+            assert!(
+                err.contains("1 of 102 input lines rejected") || line == 1,
+                "{err}"
+            );
+            let s = job_summary(&out);
+            for k in [
+                "peak_rss_mb",
+                "mean_rss_mb",
+                "duration_s",
+                "cpu_s",
+                "samples",
+            ] {
+                assert_eq!(f(&s, k), f(&want, k), "{k}: {s}");
+            }
+        }
+    }
+}
+
+#[test]
+fn sizes_from_flags_and_data_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "n1.ndjson", &node_file("n1", "42", 10));
+    for args in [
+        vec!["--grid", "1e-9"],
+        vec!["--grid", "1e300"],
+        vec!["--expect-nodes", "999999999"],
+        vec!["--job", ""],
+    ] {
+        let (code, out, err) = cli(&[args.clone(), vec![p.as_str()]].concat(), "");
+        assert_eq!((code, out.as_str()), (2, ""), "{args:?}: {err}");
+        assert!(err.contains(args[0]), "{err}");
+    }
+    // A meta that claims 3 million nodes is a bad meta: reported, the
+    // samples still merge, no million "unknown" nodes.
+    let text = node_file("n1", "42", 10).replacen("\"nnodes\":3", "\"nnodes\":3000000", 1);
+    let big = write(dir.path(), "big.ndjson", &text);
+    let (code, out, err) = cli(&[&big], "");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("big.ndjson: line 1: bad meta: nnodes 3000000 is more than the 200000 nodes"),
+        "{err}"
+    );
+    let s = job_summary(&out);
+    assert_eq!(s["nodes"], serde_json::json!(["n1"]));
+    assert!(s.get("expected_nodes").is_none(), "{s}");
+    // The finest grid over a long run: a sample past the bound in bins
+    // (5356800, here 6000 s at 1 ms) is refused, with the way out.
+    let long = node_lines("n1", 0.0, 2, 6000.0, 1.0, 10.0).join("\n") + "\n";
+    let (code, out, err) = cli(&["--grid", "0.001"], &long);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("coarser --grid"), "{err}");
+    assert!(job_summary(&out)["peak_rss_mb"].is_number());
+}
+
+/// The peak resident memory of a process, KiB.
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn an_endless_line_is_skipped_in_bounded_memory() {
+    // A 17 MiB line between good ones: refused by number, the rest is read.
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = node_lines("n1", 0.0, 10, 1.0, 1.0, 10.0);
+    lines.insert(
+        5,
+        format!(
+            "{{\"kind\":\"sample\",\"note\":\"{}\"}}",
+            "x".repeat(17 << 20)
+        ),
+    );
+    let p = write(dir.path(), "n1.ndjson", &lines.join("\n"));
+    let (code, out, err) = cli(&[&p], "");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("n1.ndjson: line 6: longer than 16 MiB: skipped"),
+        "{err}"
+    );
+    assert_eq!(f(&job_summary(&out), "samples"), 10.0, "{out}");
+    // An endless line: memory stays bounded while it is read.
+    let mut child = Command::new(BIN)
+        .arg("/dev/zero")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut peak = 0;
+    for _ in 0..40 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        peak = peak.max(peak_kib(child.id()));
+        if peak > 256 << 10 {
+            break;
+        }
+    }
+    let still_running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(still_running, "it reads on");
+    assert!(peak < 256 << 10, "peak RSS {peak} KiB");
+}
+
+#[test]
+fn file_names_are_escaped_and_a_full_stderr_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = node_lines("n1", 0.0, 5, 1.0, 1.0, 10.0);
+    lines.insert(2, "{not json".into());
+    let p = write(
+        dir.path(),
+        "bad\nname\x1b[31m.ndjson",
+        &(lines.join("\n") + "\n"),
+    );
+    let (code, _, err) = cli(&[&p], "");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("bad\\nname\\u{1b}[31m.ndjson: line 3: not a record"),
+        "{err}"
+    );
+    assert!(!err.contains('\x1b'), "{err}");
+    let (code, _, err) = cli(&[dir.path().join("no\nsuch").to_str().unwrap()], "");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("cannot open ") && err.contains("no\\nsuch"),
+        "{err}"
+    );
+    // With stderr on a full device: rejects, warnings and errors still
+    // give their exit codes, never a panic (101).
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    let c = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(full())
+            .status()
+            .unwrap()
+            .code()
+    };
+    assert_eq!(c(&[&p, &p]), Some(1));
+    assert_eq!(c(&["/nonexistent/x.ndjson"]), Some(1));
+    assert_eq!(c(&["--grid", "0"]), Some(2));
+}
