@@ -179,6 +179,16 @@ stop_pid() {
     say "stopped $comm (pid $pid) in $(awk -v a="$t0n" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 }
 
+# stop_ours: the daemons this script started, clients first.
+stop_ours() {
+    local d pid
+    for d in slurmd slurmctld slurmdbd mariadbd munged; do
+        pid=$(recorded "$d")
+        [ -n "$pid" ] && stop_pid "$d" "$pid"
+    done
+    rm -f "$started"
+}
+
 short_host() { hostname -s 2>/dev/null || hostname; }
 
 need_root_debian() {
@@ -325,23 +335,6 @@ start_munge() {
 start_mariadb() {
     install -d -o mysql -g mysql -m 700 "$db_dir"
     install -d -o mysql -g mysql -m 755 "$db_run"
-    # slurmdbd warns about a pool under 512 MiB; InnoDB allocates it lazily.
-    write_if_changed "$db_cnf" 644 root:root <<EOF
-# written by hpc-sizer tests/slurm/harness.sh: the test cluster's own MariaDB
-[mysqld]
-user=mysql
-datadir=$db_dir
-socket=$db_socket
-pid-file=$db_pid
-port=$db_port
-bind-address=127.0.0.1
-skip-name-resolve
-log-error=$db_run/mariadbd.err
-innodb_buffer_pool_size=512M
-innodb_log_file_size=64M
-innodb_lock_wait_timeout=900
-max_allowed_packet=16M
-EOF
     if ! pidfile_runs mariadbd "$db_pid" >/dev/null; then
         if [ ! -d "$db_dir/mysql" ]; then
             timeout 120 mariadb-install-db --defaults-file="$db_cnf" \
@@ -497,7 +490,7 @@ SlurmdTimeout=60
 $(node_line "$host")
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
-    write_if_changed "$conf_dir/slurmdbd.conf" 600 slurm:slurm <<EOF
+    write_if_changed "$conf_dir/slurmdbd.conf" 600 slurm:slurm <<EOF && same=0
 # written by hpc-sizer tests/slurm/harness.sh
 AuthType=auth/munge
 AuthInfo=socket=$munge_socket
@@ -513,8 +506,25 @@ StorageLoc=$db_name
 StorageUser=$db_user
 StoragePass=$db_pass
 EOF
+    # slurmdbd warns about a pool under 512 MiB; InnoDB allocates it lazily.
+    write_if_changed "$db_cnf" 644 root:root <<EOF && same=0
+# written by hpc-sizer tests/slurm/harness.sh: the test cluster's own MariaDB
+[mysqld]
+user=mysql
+datadir=$db_dir
+socket=$db_socket
+pid-file=$db_pid
+port=$db_port
+bind-address=127.0.0.1
+skip-name-resolve
+log-error=$db_run/mariadbd.err
+innodb_buffer_pool_size=512M
+innodb_log_file_size=64M
+innodb_lock_wait_timeout=900
+max_allowed_packet=16M
+EOF
     echo "$mode" >"$state_dir/cgroup_mode"
-    # status 0: slurm.conf, cgroup.conf or acct_gather.conf changed
+    # status 0: a file changed
     return "$same"
 }
 
@@ -563,13 +573,7 @@ start_daemon() {
 }
 
 start_slurm() {
-    local host=$1 restart=$2 d
-    if [ "$restart" -eq 1 ]; then
-        # The config changed under daemons that this script started.
-        for d in slurmd slurmctld; do
-            ours "$d" && stop_pid "$d" "$(recorded "$d")"
-        done
-    fi
+    local host=$1
     start_daemon slurmctld
     if ! retry 30 scontrol ping; then
         tail -n 15 "$log_dir/slurmctld.log" >&2
@@ -608,16 +612,19 @@ cmd_up() {
     fi
     install -d -o root -g root -m 755 "$conf_dir" "$slurmd_spool"
     install -d -o slurm -g slurm -m 755 "$log_dir" "$slurm_run" "$ctld_state"
-    local host mode restart=0
+    local host mode
     host=$(short_host)
     # Node cgroups that exist before our first slurmd are not ours to purge.
     [ -e "$state_dir/cgroups-before" ] || node_cgroups "$host" >"$state_dir/cgroups-before"
+    mode=$(cgroup_mode)
+    if write_config "$host" "$mode" && [ -s "$started" ]; then
+        say "the config changed: restarting the daemons this harness started"
+        stop_ours
+    fi
     start_munge
     start_mariadb
-    mode=$(cgroup_mode)
-    write_config "$host" "$mode" && restart=1
     start_slurmdbd
-    start_slurm "$host" "$restart"
+    start_slurm "$host"
     say "cluster $cluster up (SLURM_CONF=$SLURM_CONF): node $host idle, cgroup mode $mode, ports $ctld_port-$db_port, $(elapsed) s"
 }
 
@@ -659,7 +666,7 @@ purge() {
 
 cmd_down() {
     need_root_debian
-    local purge_too=0 d pid
+    local purge_too=0
     case ${1:-} in
         '') ;;
         --purge) purge_too=1 ;;
@@ -669,11 +676,7 @@ cmd_down() {
             ;;
     esac
     if [ -s "$started" ]; then
-        for d in slurmd slurmctld slurmdbd mariadbd munged; do
-            pid=$(recorded "$d")
-            [ -n "$pid" ] && stop_pid "$d" "$pid"
-        done
-        rm -f "$started"
+        stop_ours
     else
         say "nothing recorded in $started; nothing to stop"
     fi
