@@ -50,8 +50,10 @@ for main in crates/*/src/main.rs; do
 done
 
 step "real SLURM integration (tests/slurm/run.sh)"
-# Needs root and apt (it installs and starts a one-node cluster, then stops
-# it); exit 77 means it cannot run here. HPC_SKIP_SLURM=1 skips it.
+# Needs root and apt (it installs the packages, starts a one-node cluster of
+# its own under /var/lib/hpc-sizer-slurm beside, never instead of, any SLURM
+# of the machine's own, then stops it); exit 77 means it cannot run here.
+# HPC_SKIP_SLURM=1 skips it.
 if [ "${HPC_SKIP_SLURM:-0}" = 1 ]; then
   echo "skipped: HPC_SKIP_SLURM=1" >&2
 else

@@ -1,22 +1,41 @@
 #!/usr/bin/env bash
 # tests/slurm/harness.sh: a throw-away single-node SLURM cluster with
-# accounting (slurmdbd + MariaDB) for the integration test in run.sh.
+# accounting (slurmdbd + MariaDB) for the integration test in run.sh, kept
+# apart from any SLURM, munge or MariaDB of the machine's own.
 #
-#   bash tests/slurm/harness.sh up       install what is missing, write the
-#                                         config, start the daemons, wait idle
-#   bash tests/slurm/harness.sh down     stop the daemons `up` started
-#   bash tests/slurm/harness.sh status   what runs and what `up` recorded
+#   bash tests/slurm/harness.sh install   install the Debian packages missing
+#   bash tests/slurm/harness.sh up        install, write the config, start the
+#                                          daemons, wait until the node is idle
+#   bash tests/slurm/harness.sh down [--purge]
+#                                          stop the daemons `up` started; with
+#                                          --purge also remove the state folder,
+#                                          the node's cgroups and the packages
+#                                          that `up` made or installed
+#   bash tests/slurm/harness.sh status    what runs, and which of it is ours
+#   bash tests/slurm/harness.sh conf      print the test cluster's SLURM_CONF
 #
-# Debian (apt) and root only: otherwise it exits 77 with one line saying why,
-# which callers read as "skipped". No systemd is needed: every daemon is
-# started directly. `up` starts only daemons that are not already running and
-# records each PID it started in $HPC_SLURM_STATE/started ("name pid" lines);
+# Everything of the test cluster lives under its state folder: the config
+# (slurm.conf, cgroup.conf, slurmdbd.conf, an own acct_gather.conf, my.cnf),
+# the munge key, seed, socket and log, a MariaDB data directory with its own
+# socket and a port on 127.0.0.1, the slurmctld state, the slurmd spool, the
+# logs and pid files. The daemons and every client command get SLURM_CONF
+# pointing there, and reach munged through AuthInfo=socket=. Nothing under
+# /etc/slurm, /etc/munge, /etc/mysql or /var/lib/mysql is read or written, and
+# no daemon of the machine's own is used or stopped: `up` looks at its own pid
+# files only and records each PID it started in $HPC_SLURM_STATE/started;
 # `down` stops exactly those, by PID, after checking that the PID still runs
-# the same program. A cluster that was running before `up` is reused and left
-# alone. Every wait has a time-out.
+# the same program. A slurmctld or slurmdbd of the machine's own may run (the
+# test cluster has ports of its own); a slurmd of its own makes `up` refuse,
+# since both would manage the node's cgroups.
+#
+# Debian (apt) and root only: otherwise, or when a port is taken, it exits 77
+# with one line saying why, which callers read as "skipped". No systemd is
+# needed: every daemon is started directly. Every wait has a time-out.
 #
 # Settings (environment):
-#   HPC_SLURM_STATE    state folder (default /run/hpc-sizer-slurm)
+#   HPC_SLURM_STATE    state folder (default /var/lib/hpc-sizer-slurm)
+#   HPC_SLURM_PORT     first of four TCP ports on 127.0.0.1: slurmctld, slurmd,
+#                      slurmdbd and MariaDB (default 16817, so 16817..16820)
 #   HPC_SLURM_CLUSTER  ClusterName (default hpcsizer)
 #   HPC_SLURM_ACCOUNT  account of the submitting users (default hpcsizer)
 #   HPC_SLURM_USERS    more unix users to add to the accounting (default none)
@@ -24,23 +43,46 @@
 set -uo pipefail
 
 prog=harness.sh
-state_dir=${HPC_SLURM_STATE:-/run/hpc-sizer-slurm}
+state_dir=${HPC_SLURM_STATE:-/var/lib/hpc-sizer-slurm}
 started=$state_dir/started
 cluster=${HPC_SLURM_CLUSTER:-hpcsizer}
 account=${HPC_SLURM_ACCOUNT:-hpcsizer}
 extra_users=${HPC_SLURM_USERS:-}
 apt_timeout=${HPC_SLURM_APT_TIMEOUT:-600}
+port_base=${HPC_SLURM_PORT:-16817}
+if ! [[ $port_base =~ ^[0-9]{4,5}$ ]] || [ "$port_base" -lt 1024 ] || [ "$port_base" -gt 65530 ]; then
+    echo "$prog: error: HPC_SLURM_PORT must be a number in 1024..65530" >&2
+    exit 2
+fi
+ctld_port=$port_base
+slurmd_port=$((port_base + 1))
+dbd_port=$((port_base + 2))
+db_port=$((port_base + 3))
 db_name=slurm_acct_db
 db_user=slurm
 db_pass=hpcsizer-test
-ctld_state=/var/spool/hpc-sizer-slurm/ctld
-slurmd_spool=/var/spool/hpc-sizer-slurm/d
-log_dir=/var/log/slurm
-run_dir=/run/slurm
+
+conf_dir=$state_dir/etc
+munge_dir=$state_dir/munge
+munge_run=$state_dir/munge-run
+munge_socket=$munge_run/munge.socket
+munge_pid=$munge_run/munged.pid
+db_dir=$state_dir/mysql
+db_run=$state_dir/mysql-run
+db_socket=$db_run/mysqld.sock
+db_pid=$db_run/mysqld.pid
+db_cnf=$conf_dir/my.cnf
+slurm_run=$state_dir/slurm-run
+log_dir=$state_dir/log
+ctld_state=$state_dir/ctld
+slurmd_spool=$state_dir/slurmd
+export SLURM_CONF=$conf_dir/slurm.conf
 
 packages=(munge slurm-wlm slurmctld slurmd slurmdbd slurm-client
     slurm-wlm-basic-plugins slurm-wlm-mysql-plugin
     mariadb-server mariadb-client)
+package_paths=(/etc/slurm /etc/munge /etc/mysql /var/lib/mysql /var/log/mysql /run/mysqld
+    /var/lib/munge /var/log/munge /run/munge /var/lib/slurm /var/log/slurm /run/slurm)
 
 t_begin=$(date +%s.%N)
 say() { printf '%s: %s\n' "$prog" "$*"; }
@@ -49,7 +91,7 @@ fail() {
     exit 1
 }
 skip() {
-    printf '%s\n' "$*"
+    printf '%s: skipped: %s\n' "$prog" "$*"
     exit 77
 }
 elapsed() { awk -v a="$t_begin" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -79,39 +121,42 @@ pid_runs() {
     [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
 }
 
-# running_pid <comm> [pidfile]: print the pid of a running daemon, if any.
-running_pid() {
+# pidfile_runs <comm> <pidfile>: print the pid in one of our pid files when
+# it runs that program. Never looks for the program elsewhere: a daemon of
+# the same name that this harness did not start is not ours to use.
+pidfile_runs() {
     local pid
-    if [ -n "${2:-}" ] && [ -s "$2" ]; then
-        pid=$(head -n 1 "$2" 2>/dev/null | tr -dc '0-9')
-        if pid_runs "$pid" "$1"; then
-            echo "$pid"
-            return 0
-        fi
-    fi
-    for pid in $(pgrep -x "$1" 2>/dev/null); do
-        if pid_runs "$pid" "$1"; then
-            echo "$pid"
-            return 0
-        fi
-    done
-    return 1
+    [ -s "$2" ] || return 1
+    pid=$(head -n 1 "$2" 2>/dev/null | tr -dc '0-9')
+    pid_runs "$pid" "$1" || return 1
+    echo "$pid"
 }
+
+# recorded <comm>: the pid this harness recorded for that daemon.
+recorded() { awk -v n="$1" '$1 == n { print $2 }' "$started" 2>/dev/null; }
 
 # remember <comm> <pid>: note that this script started that daemon.
 remember() {
-    mkdir -p "$state_dir"
-    chmod 700 "$state_dir"
     local tmp=$started.tmp
     { grep -v "^$1 " "$started" 2>/dev/null || true; echo "$1 $2"; } >"$tmp"
     mv -f "$tmp" "$started"
 }
 
-# ours <comm>: the running daemon of that name is one this script started.
+# ours <comm>: the daemon this script recorded for that name still runs.
 ours() {
     local pid
-    pid=$(awk -v n="$1" '$1 == n { print $2 }' "$started" 2>/dev/null)
+    pid=$(recorded "$1")
     [ -n "$pid" ] && pid_runs "$pid" "$1"
+}
+
+# foreign_pids <comm>: running processes of that name that are not ours.
+foreign_pids() {
+    local pid mine
+    mine=$(recorded "$1")
+    for pid in $(pgrep -x "$1" 2>/dev/null); do
+        [ "$pid" = "$mine" ] && continue
+        pid_runs "$pid" "$1" && printf '%s ' "$pid"
+    done
 }
 
 # stop_pid <comm> <pid>: SIGTERM, wait up to 30 s, then SIGKILL.
@@ -134,93 +179,193 @@ stop_pid() {
     say "stopped $comm (pid $pid) in $(awk -v a="$t0n" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 }
 
+# stop_ours: the daemons this script started, clients first.
+stop_ours() {
+    local d pid
+    for d in slurmd slurmctld slurmdbd mariadbd munged; do
+        pid=$(recorded "$d")
+        [ -n "$pid" ] && stop_pid "$d" "$pid"
+    done
+    rm -f "$started"
+}
+
 short_host() { hostname -s 2>/dev/null || hostname; }
 
+need_root_debian() {
+    [ "$(id -u)" -eq 0 ] || skip "the SLURM harness needs root"
+    command -v dpkg-query >/dev/null 2>&1 || skip "not a Debian system (no dpkg)"
+}
+
+make_state_dir() {
+    install -d -o root -g root -m 755 "$state_dir"
+}
+
+installed_set() {
+    dpkg-query -W -f='${Package} ${Status}\n' 2>/dev/null | awk '$NF == "installed" { print $1 }' | sort
+}
+
+# policy_denies: /usr/sbin/policy-rc.d exists and forbids starting services.
+policy_denies() {
+    local rc=0
+    [ -x /usr/sbin/policy-rc.d ] || return 1
+    /usr/sbin/policy-rc.d munge start >/dev/null 2>&1 || rc=$?
+    [ "$rc" -eq 101 ]
+}
+
+# Package maintainer scripts must start no service: when policy-rc.d does not
+# already forbid it, ours stands in for the install and the original (if
+# any) is put back afterwards, also when the install fails or is interrupted.
+policy_saved=$state_dir/policy-rc.d.saved
+policy_state=none
+policy_guard() {
+    policy_denies && return 0
+    if [ -e /usr/sbin/policy-rc.d ]; then
+        cp -p /usr/sbin/policy-rc.d "$policy_saved" || fail "could not save /usr/sbin/policy-rc.d"
+        policy_state=saved
+    else
+        policy_state=made
+    fi
+    trap policy_restore EXIT
+    printf '#!/bin/sh\n# hpc-sizer tests/slurm/harness.sh, during apt-get only\nexit 101\n' \
+        >/usr/sbin/policy-rc.d.hpc-sizer
+    chmod 755 /usr/sbin/policy-rc.d.hpc-sizer
+    mv -f /usr/sbin/policy-rc.d.hpc-sizer /usr/sbin/policy-rc.d
+}
+policy_restore() {
+    case $policy_state in
+        saved) mv -f "$policy_saved" /usr/sbin/policy-rc.d ;;
+        made) rm -f /usr/sbin/policy-rc.d ;;
+    esac
+    policy_state=none
+    trap - EXIT
+}
+
+# apt_run <log> <apt-get arguments...>: with services held off.
+apt_run() {
+    local log=$1 rc
+    shift
+    policy_guard
+    DEBIAN_FRONTEND=noninteractive timeout "$apt_timeout" apt-get -y -q \
+        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
+        "$@" >>"$log" 2>&1
+    rc=$?
+    policy_restore
+    return "$rc"
+}
+
 install_packages() {
-    local missing=() p policy_made=0 log=$state_dir/apt.log
+    local missing=() p log=$state_dir/apt.log before
     for p in "${packages[@]}"; do
         dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
     command -v apt-get >/dev/null 2>&1 || skip "SLURM packages missing (${missing[*]}) and no apt-get to install them"
     say "installing ${missing[*]}"
-    # Without an init system the maintainer scripts must not start services.
-    if [ ! -e /usr/sbin/policy-rc.d ]; then
-        printf '#!/bin/sh\n# made by hpc-sizer tests/slurm/harness.sh\nexit 101\n' >/usr/sbin/policy-rc.d
-        chmod 755 /usr/sbin/policy-rc.d
-        policy_made=1
-    fi
-    local ok=1
-    export DEBIAN_FRONTEND=noninteractive
-    if ! timeout "$apt_timeout" apt-get update -q >"$log" 2>&1; then
-        ok=0
-    elif ! timeout "$apt_timeout" apt-get install -y -q --no-install-recommends \
-        -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold \
-        "${missing[@]}" >>"$log" 2>&1; then
-        ok=0
-    fi
-    [ "$policy_made" -eq 1 ] && rm -f /usr/sbin/policy-rc.d
-    if [ "$ok" -eq 0 ]; then
+    before=$(installed_set)
+    # The package scripts make these (a key, a data directory); `down
+    # --purge` removes the ones that were not there before.
+    for p in "${package_paths[@]}"; do
+        [ -e "$p" ] || echo "$p" >>"$state_dir/paths-made-by-install"
+    done
+    : >"$log"
+    if ! apt_run "$log" update || ! apt_run "$log" install --no-install-recommends "${missing[@]}"; then
         tail -n 15 "$log" >&2
         fail "apt-get failed (log: $log)"
     fi
+    # What this install added, for `down --purge`.
+    comm -13 <(printf '%s\n' "$before") <(installed_set) >>"$state_dir/packages-installed"
     say "packages installed ($(elapsed) s)"
 }
 
+# check_ports: each port of the test cluster is free or held by our daemon.
+check_ports() {
+    command -v ss >/dev/null 2>&1 || return 0
+    local spec comm port
+    for spec in slurmctld:$ctld_port slurmd:$slurmd_port slurmdbd:$dbd_port mariadbd:$db_port; do
+        comm=${spec%%:*}
+        port=${spec#*:}
+        ours "$comm" && continue
+        if [ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ]; then
+            skip "TCP port $port (for the test cluster's $comm) is in use by another program; set HPC_SLURM_PORT to the first of four free ports"
+        fi
+    done
+}
+
+# check_foreign: a slurmd of the machine's own shares the node's cgroups with
+# any other slurmd, so the test cluster is not started beside it. Other
+# daemons of the machine's own are only reported: ours use other files and
+# ports, and neither theirs nor ours is touched by the other.
+check_foreign() {
+    local d pids
+    pids=$(foreign_pids slurmd)
+    [ -z "$pids" ] || skip "a slurmd of this machine's own runs (pid ${pids% }); the test cluster is not started beside it"
+    for d in slurmctld slurmdbd munged mariadbd; do
+        pids=$(foreign_pids "$d")
+        [ -z "$pids" ] || say "a $d of this machine's own runs (pid ${pids% }); it is neither used nor stopped"
+    done
+}
+
+munge_round_trip() {
+    timeout 10 munge --socket="$munge_socket" -n | timeout 10 unmunge --socket="$munge_socket"
+}
+
 start_munge() {
-    install -d -o munge -g munge -m 700 /etc/munge /var/lib/munge /var/log/munge
-    install -d -o munge -g munge -m 755 /run/munge
-    if [ ! -s /etc/munge/munge.key ]; then
-        mungekey --create --keyfile=/etc/munge/munge.key >/dev/null 2>&1 ||
-            dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
+    install -d -o munge -g munge -m 700 "$munge_dir"
+    install -d -o munge -g munge -m 755 "$munge_run"
+    if [ ! -s "$munge_dir/munge.key" ]; then
+        mungekey --create --keyfile="$munge_dir/munge.key" >/dev/null 2>&1 ||
+            dd if=/dev/urandom of="$munge_dir/munge.key" bs=1024 count=1 status=none
     fi
-    chown munge:munge /etc/munge/munge.key
-    chmod 400 /etc/munge/munge.key
-    if ! running_pid munged /run/munge/munged.pid >/dev/null; then
-        rm -f /run/munge/munged.pid
-        timeout 20 su -s /bin/sh munge -c /usr/sbin/munged || fail "munged did not start"
-        retry 10 test -S /run/munge/munge.socket.2 || fail "munged made no socket"
-        remember munged "$(running_pid munged /run/munge/munged.pid)"
+    chown munge:munge "$munge_dir/munge.key"
+    chmod 400 "$munge_dir/munge.key"
+    if ! pidfile_runs munged "$munge_pid" >/dev/null; then
+        rm -f "$munge_pid"
+        timeout 20 runuser -u munge -- /usr/sbin/munged --socket="$munge_socket" \
+            --key-file="$munge_dir/munge.key" --pid-file="$munge_pid" \
+            --log-file="$munge_dir/munged.log" --seed-file="$munge_dir/munged.seed" ||
+            fail "munged did not start (log: $munge_dir/munged.log)"
+        retry 10 test -S "$munge_socket" || fail "munged made no socket"
+        retry 10 pidfile_runs munged "$munge_pid" || fail "munged wrote no pid file"
+        remember munged "$(pidfile_runs munged "$munge_pid")"
         say "started munged"
     fi
-    retry 10 sh -c 'munge -n | unmunge' || fail "munge round trip failed"
+    retry 10 munge_round_trip || fail "munge round trip failed"
 }
 
 start_mariadb() {
-    install -d -o mysql -g mysql -m 755 /run/mysqld
-    mkdir -p /etc/mysql/mariadb.conf.d
-    # slurmdbd warns about a pool under 512 MiB; InnoDB allocates it lazily.
-    cat >/etc/mysql/mariadb.conf.d/90-hpc-sizer-slurm.cnf <<'EOF'
-# written by hpc-sizer tests/slurm/harness.sh
-[mysqld]
-innodb_buffer_pool_size=512M
-innodb_log_file_size=64M
-innodb_lock_wait_timeout=900
-max_allowed_packet=16M
-EOF
-    if ! running_pid mariadbd /run/mysqld/mysqld.pid >/dev/null; then
-        if [ ! -d /var/lib/mysql/mysql ]; then
-            timeout 120 mariadb-install-db --user=mysql --datadir=/var/lib/mysql \
-                >"$state_dir/mariadb-install.log" 2>&1 || fail "mariadb-install-db failed"
+    install -d -o mysql -g mysql -m 700 "$db_dir"
+    install -d -o mysql -g mysql -m 755 "$db_run"
+    if ! pidfile_runs mariadbd "$db_pid" >/dev/null; then
+        if [ ! -d "$db_dir/mysql" ]; then
+            timeout 120 mariadb-install-db --defaults-file="$db_cnf" \
+                --auth-root-authentication-method=socket --skip-test-db \
+                >"$log_dir/mariadb-install.log" 2>&1 ||
+                fail "mariadb-install-db failed (log: $log_dir/mariadb-install.log)"
         fi
-        rm -f /run/mysqld/mysqld.pid
-        setsid /usr/sbin/mariadbd --user=mysql --pid-file=/run/mysqld/mysqld.pid \
-            </dev/null >"$state_dir/mariadbd.log" 2>&1 &
-        if ! retry 60 mariadb-admin ping; then
-            tail -n 15 "$state_dir/mariadbd.log" >&2
-            fail "mariadbd did not answer within 60 s"
-        fi
-        retry 10 test -s /run/mysqld/mysqld.pid
-        remember mariadbd "$(running_pid mariadbd /run/mysqld/mysqld.pid)"
+        rm -f "$db_pid"
+        setsid /usr/sbin/mariadbd --defaults-file="$db_cnf" \
+            </dev/null >>"$log_dir/mariadbd.out" 2>&1 &
+        local pid=$! deadline=$((SECONDS + 60))
+        remember mariadbd "$pid"
+        until timeout 10 mariadb-admin --no-defaults --socket="$db_socket" ping >/dev/null 2>&1; do
+            if ! kill -0 "$pid" 2>/dev/null || [ "$SECONDS" -ge "$deadline" ]; then
+                tail -n 15 "$db_run/mariadbd.err" >&2
+                fail "mariadbd did not answer within 60 s (log: $db_run/mariadbd.err)"
+            fi
+            sleep 0.2
+        done
+        retry 10 pidfile_runs mariadbd "$db_pid" || fail "mariadbd wrote no pid file"
+        remember mariadbd "$(pidfile_runs mariadbd "$db_pid")"
         say "started mariadbd"
     fi
-    timeout 30 mariadb -u root <<EOF || fail "could not set up the accounting database"
+    timeout 30 mariadb --no-defaults --socket="$db_socket" -u root <<EOF ||
 CREATE DATABASE IF NOT EXISTS $db_name;
-CREATE USER IF NOT EXISTS '$db_user'@'localhost' IDENTIFIED BY '$db_pass';
-ALTER USER '$db_user'@'localhost' IDENTIFIED BY '$db_pass';
-GRANT ALL ON $db_name.* TO '$db_user'@'localhost';
+CREATE USER IF NOT EXISTS '$db_user'@'127.0.0.1' IDENTIFIED BY '$db_pass';
+ALTER USER '$db_user'@'127.0.0.1' IDENTIFIED BY '$db_pass';
+GRANT ALL ON $db_name.* TO '$db_user'@'127.0.0.1';
 FLUSH PRIVILEGES;
 EOF
+        fail "could not set up the accounting database"
 }
 
 # node_line: NodeName=<host> with the hardware slurmd -C reports.
@@ -250,10 +395,18 @@ cgroup_mode() {
     fi
 }
 
+# The cgroup folders slurmd makes for the node (v1: one per controller).
+node_cgroups() {
+    local d
+    for d in /sys/fs/cgroup/*/"slurm_$1" /sys/fs/cgroup/*/slurm; do
+        [ -d "$d" ] && echo "$d"
+    done
+}
+
 # write_if_changed <file> <mode> <owner>: stdin to file; status 0 when changed.
 write_if_changed() {
     local tmp
-    tmp=$(mktemp "$1.XXXXXX")
+    tmp=$(mktemp "$1.XXXXXX") || fail "could not write $1"
     cat >"$tmp"
     chmod "$2" "$tmp"
     chown "$3" "$tmp"
@@ -267,13 +420,10 @@ write_if_changed() {
 
 write_config() {
     local host=$1 mode=$2 same=1 proctrack taskplugin gather_params=""
-    mkdir -p /etc/slurm
-    install -d -o slurm -g slurm -m 755 "$log_dir" "$run_dir" "$ctld_state"
-    install -d -o root -g root -m 755 "$slurmd_spool"
     if [ "$mode" = v1 ]; then
         proctrack=proctrack/cgroup
         taskplugin=task/cgroup,task/affinity
-        write_if_changed /etc/slurm/cgroup.conf 644 root:root <<'EOF' && same=0
+        write_if_changed "$conf_dir/cgroup.conf" 644 root:root <<'EOF' && same=0
 # written by hpc-sizer tests/slurm/harness.sh
 CgroupPlugin=cgroup/v1
 CgroupMountpoint=/sys/fs/cgroup
@@ -288,22 +438,29 @@ EOF
         proctrack=proctrack/linuxproc
         taskplugin=task/affinity
         gather_params=JobAcctGatherParams=OverMemoryKill
+        rm -f "$conf_dir/cgroup.conf"
     fi
-    write_if_changed /etc/slurm/slurm.conf 644 root:root <<EOF && same=0
+    # The daemons read every other config file (acct_gather.conf included)
+    # from the folder of SLURM_CONF: this one has its own, without options.
+    write_if_changed "$conf_dir/acct_gather.conf" 644 root:root <<'EOF' && same=0
+# written by hpc-sizer tests/slurm/harness.sh: no profiling options
+EOF
+    write_if_changed "$SLURM_CONF" 644 root:root <<EOF && same=0
 # written by hpc-sizer tests/slurm/harness.sh (cgroup mode: $mode)
 ClusterName=$cluster
 SlurmctldHost=$host(127.0.0.1)
 SlurmUser=slurm
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket=$munge_socket
 CredType=cred/munge
 MpiDefault=none
-SlurmctldPort=6817
-SlurmdPort=6818
+SlurmctldPort=$ctld_port
+SlurmdPort=$slurmd_port
 StateSaveLocation=$ctld_state
 SlurmdSpoolDir=$slurmd_spool
-SlurmctldPidFile=$run_dir/slurmctld.pid
-SlurmdPidFile=$run_dir/slurmd.pid
+SlurmctldPidFile=$slurm_run/slurmctld.pid
+SlurmdPidFile=$slurm_run/slurmd.pid
 SlurmctldLogFile=$log_dir/slurmctld.log
 SlurmdLogFile=$log_dir/slurmd.log
 ReturnToService=2
@@ -320,7 +477,9 @@ $gather_params
 AcctGatherProfileType=acct_gather_profile/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
-AccountingStoragePort=6819
+AccountingStoragePort=$dbd_port
+# The munged socket for the connections to slurmdbd (AuthInfo is not used there)
+AccountingStoragePass=$munge_socket
 AccountingStorageEnforce=associations
 JobCompType=jobcomp/none
 MinJobAge=300
@@ -331,35 +490,49 @@ SlurmdTimeout=60
 $(node_line "$host")
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
-    write_if_changed /etc/slurm/slurmdbd.conf 600 slurm:slurm <<EOF
+    write_if_changed "$conf_dir/slurmdbd.conf" 600 slurm:slurm <<EOF && same=0
 # written by hpc-sizer tests/slurm/harness.sh
 AuthType=auth/munge
+AuthInfo=socket=$munge_socket
 DbdHost=localhost
-DbdPort=6819
+DbdPort=$dbd_port
 SlurmUser=slurm
 LogFile=$log_dir/slurmdbd.log
-PidFile=$run_dir/slurmdbd.pid
+PidFile=$slurm_run/slurmdbd.pid
 StorageType=accounting_storage/mysql
-StorageHost=localhost
+StorageHost=127.0.0.1
+StoragePort=$db_port
 StorageLoc=$db_name
 StorageUser=$db_user
 StoragePass=$db_pass
 EOF
+    # slurmdbd warns about a pool under 512 MiB; InnoDB allocates it lazily.
+    write_if_changed "$db_cnf" 644 root:root <<EOF && same=0
+# written by hpc-sizer tests/slurm/harness.sh: the test cluster's own MariaDB
+[mysqld]
+user=mysql
+datadir=$db_dir
+socket=$db_socket
+pid-file=$db_pid
+port=$db_port
+bind-address=127.0.0.1
+skip-name-resolve
+log-error=$db_run/mariadbd.err
+innodb_buffer_pool_size=512M
+innodb_log_file_size=64M
+innodb_lock_wait_timeout=900
+max_allowed_packet=16M
+EOF
     echo "$mode" >"$state_dir/cgroup_mode"
-    # status 0: slurm.conf or cgroup.conf changed
+    # status 0: a file changed
     return "$same"
 }
 
 start_slurmdbd() {
-    if ! running_pid slurmdbd "$run_dir/slurmdbd.pid" >/dev/null; then
-        rm -f "$run_dir/slurmdbd.pid"
-        timeout 30 /usr/sbin/slurmdbd || fail "slurmdbd did not start"
-        if ! retry 30 sacctmgr -n list cluster; then
-            tail -n 15 "$log_dir/slurmdbd.log" >&2
-            fail "slurmdbd did not answer within 30 s"
-        fi
-        remember slurmdbd "$(running_pid slurmdbd "$run_dir/slurmdbd.pid")"
-        say "started slurmdbd"
+    start_daemon slurmdbd
+    if ! retry 30 sacctmgr -n list cluster; then
+        tail -n 15 "$log_dir/slurmdbd.log" >&2
+        fail "slurmdbd did not answer within 30 s"
     fi
     local u
     if ! timeout 10 sacctmgr -n -P list cluster format=Cluster | grep -qx "$cluster"; then
@@ -385,33 +558,28 @@ node_ready() {
     timeout 10 sinfo -h -n "$1" -o '%T' 2>/dev/null | grep -Eqx 'idle|mixed|allocated'
 }
 
+# start_daemon <comm>: start a SLURM daemon (it daemonizes) unless ours runs.
+start_daemon() {
+    local d=$1 pidf=$slurm_run/$1.pid
+    pidfile_runs "$d" "$pidf" >/dev/null && return 0
+    rm -f "$pidf"
+    timeout 30 "/usr/sbin/$d" || fail "$d did not start (log: $log_dir/$d.log)"
+    if ! retry 30 pidfile_runs "$d" "$pidf"; then
+        tail -n 15 "$log_dir/$d.log" >&2
+        fail "$d wrote no pid file within 30 s"
+    fi
+    remember "$d" "$(pidfile_runs "$d" "$pidf")"
+    say "started $d"
+}
+
 start_slurm() {
-    local host=$1 restart=$2 d
-    if [ "$restart" -eq 1 ]; then
-        # The config changed under daemons that this script started.
-        for d in slurmd slurmctld; do
-            if ours "$d"; then
-                stop_pid "$d" "$(awk -v n="$d" '$1 == n { print $2 }' "$started")"
-            fi
-        done
+    local host=$1
+    start_daemon slurmctld
+    if ! retry 30 scontrol ping; then
+        tail -n 15 "$log_dir/slurmctld.log" >&2
+        fail "slurmctld did not answer within 30 s"
     fi
-    if ! running_pid slurmctld "$run_dir/slurmctld.pid" >/dev/null; then
-        rm -f "$run_dir/slurmctld.pid"
-        timeout 30 /usr/sbin/slurmctld || fail "slurmctld did not start"
-        if ! retry 30 scontrol ping; then
-            tail -n 15 "$log_dir/slurmctld.log" >&2
-            fail "slurmctld did not answer within 30 s"
-        fi
-        remember slurmctld "$(running_pid slurmctld "$run_dir/slurmctld.pid")"
-        say "started slurmctld"
-    fi
-    if ! running_pid slurmd "$run_dir/slurmd.pid" >/dev/null; then
-        rm -f "$run_dir/slurmd.pid"
-        timeout 30 /usr/sbin/slurmd || fail "slurmd did not start"
-        retry 10 test -s "$run_dir/slurmd.pid" || fail "slurmd wrote no pid file"
-        remember slurmd "$(running_pid slurmd "$run_dir/slurmd.pid")"
-        say "started slurmd"
-    fi
+    start_daemon slurmd
     if ! retry 30 node_ready "$host"; then
         # A node left down or drained by an earlier unclean stop.
         timeout 10 scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1
@@ -423,12 +591,18 @@ start_slurm() {
     fi
 }
 
-cmd_up() {
-    [ "$(id -u)" -eq 0 ] || skip "the SLURM harness needs root"
-    command -v dpkg-query >/dev/null 2>&1 || skip "not a Debian system (no dpkg)"
-    mkdir -p "$state_dir"
-    chmod 700 "$state_dir"
+cmd_install() {
+    need_root_debian
+    make_state_dir
     install_packages
+}
+
+cmd_up() {
+    need_root_debian
+    check_foreign
+    make_state_dir
+    install_packages
+    check_ports
     # The daemons drop privileges and then open /dev/null; on some images it
     # is 0600, which makes munged and slurmctld die at start.
     local null_mode
@@ -436,60 +610,104 @@ cmd_up() {
     if [ -c /dev/null ] && [ "$null_mode" != 666 ]; then
         chmod 666 /dev/null && say "set /dev/null to its standard mode 0666 (it was $null_mode)"
     fi
-    local host mode restart=0
+    install -d -o root -g root -m 755 "$conf_dir" "$slurmd_spool"
+    install -d -o slurm -g slurm -m 755 "$log_dir" "$slurm_run" "$ctld_state"
+    local host mode
     host=$(short_host)
-    getent hosts "$host" >/dev/null 2>&1 || printf '127.0.0.1 %s # hpc-sizer tests\n' "$host" >>/etc/hosts
+    # Node cgroups that exist before our first slurmd are not ours to purge.
+    [ -e "$state_dir/cgroups-before" ] || node_cgroups "$host" >"$state_dir/cgroups-before"
+    mode=$(cgroup_mode)
+    if write_config "$host" "$mode" && [ -s "$started" ]; then
+        say "the config changed: restarting the daemons this harness started"
+        stop_ours
+    fi
     start_munge
     start_mariadb
-    mode=$(cgroup_mode)
-    if running_pid slurmctld "$run_dir/slurmctld.pid" >/dev/null && ! ours slurmctld; then
-        # Someone else's cluster: use it as it is, config included.
-        say "reusing the SLURM daemons already running (their config is left as it is)"
-        local running_name
-        running_name=$(timeout 10 scontrol show config 2>/dev/null |
-            awk -F= '/^ClusterName/ { gsub(/[[:space:]]/, "", $2); print $2 }')
-        [ -n "$running_name" ] && cluster=$running_name
-        [ -s "$state_dir/cgroup_mode" ] || echo "$mode" >"$state_dir/cgroup_mode"
-    else
-        write_config "$host" "$mode" && restart=1
-    fi
     start_slurmdbd
-    start_slurm "$host" "$restart"
-    say "cluster $cluster up: node $host idle, cgroup mode $(cat "$state_dir/cgroup_mode"), $(elapsed) s"
+    start_slurm "$host"
+    say "cluster $cluster up (SLURM_CONF=$SLURM_CONF): node $host idle, cgroup mode $mode, ports $ctld_port-$db_port, $(elapsed) s"
+}
+
+purge() {
+    local host d pkgs
+    host=$(short_host)
+    for d in $(node_cgroups "$host"); do
+        grep -qxF "$d" "$state_dir/cgroups-before" 2>/dev/null && continue
+        # Leaves first; a folder still holding tasks stays.
+        find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    if [ -s "$state_dir/packages-installed" ]; then
+        mapfile -t pkgs < <(sort -u "$state_dir/packages-installed")
+        say "purging the ${#pkgs[@]} packages that up installed"
+        local log
+        log=$(mktemp /tmp/hpc-sizer-slurm-purge.XXXXXX)
+        if apt_run "$log" purge "${pkgs[@]}"; then
+            rm -f "$log"
+        else
+            tail -n 15 "$log" >&2
+            fail "apt-get purge failed (log: $log); the state folder $state_dir stays"
+        fi
+    fi
+    local p made=()
+    [ -s "$state_dir/paths-made-by-install" ] && mapfile -t made < <(sort -u "$state_dir/paths-made-by-install")
+    for p in "${made[@]}"; do
+        [ -e "$p" ] || continue
+        case $p in
+            *mysql*) [ -z "$(foreign_pids mariadbd)$(foreign_pids mysqld)" ] || {
+                say "kept $p: a MariaDB of this machine's own runs now"
+                continue
+            } ;;
+        esac
+        rm -rf "$p" && say "removed $p (made by the package install of up)"
+    done
+    rm -rf "$state_dir"
+    say "removed $state_dir"
 }
 
 cmd_down() {
-    [ "$(id -u)" -eq 0 ] || skip "the SLURM harness needs root"
-    if [ ! -s "$started" ]; then
+    need_root_debian
+    local purge_too=0
+    case ${1:-} in
+        '') ;;
+        --purge) purge_too=1 ;;
+        *)
+            echo "usage: $0 down [--purge]" >&2
+            exit 2
+            ;;
+    esac
+    if [ -s "$started" ]; then
+        stop_ours
+    else
         say "nothing recorded in $started; nothing to stop"
-        return 0
     fi
-    local d pid
-    for d in slurmd slurmctld slurmdbd mariadbd munged; do
-        pid=$(awk -v n="$d" '$1 == n { print $2 }' "$started")
-        [ -n "$pid" ] && stop_pid "$d" "$pid"
-    done
-    rm -f "$started"
+    [ "$purge_too" -eq 1 ] && [ -d "$state_dir" ] && purge
     say "down ($(elapsed) s)"
 }
 
 cmd_status() {
-    local d pid
+    local d others
     for d in munged mariadbd slurmdbd slurmctld slurmd; do
-        if pid=$(running_pid "$d"); then
-            if ours "$d"; then echo "$d $pid (started by this harness)"; else echo "$d $pid"; fi
+        if ours "$d"; then
+            echo "$d $(recorded "$d") (the test cluster's)"
         else
-            echo "$d not running"
+            echo "$d: the test cluster's is not running"
         fi
+        others=$(foreign_pids "$d")
+        [ -z "$others" ] || echo "$d ${others% } (the machine's own, not the test cluster's)"
     done
 }
 
 case ${1:-} in
+    install) cmd_install ;;
     up) cmd_up ;;
-    down) cmd_down ;;
+    down)
+        shift
+        cmd_down "$@"
+        ;;
     status) cmd_status ;;
+    conf) echo "$SLURM_CONF" ;;
     *)
-        echo "usage: $0 up|down|status" >&2
+        echo "usage: $0 install|up|down [--purge]|status|conf" >&2
         exit 2
         ;;
 esac

@@ -3,21 +3,36 @@
 #
 # Brings up the single-node cluster of harness.sh, runs real batch jobs with
 # the debug binaries and the bin-wrappers on PATH, and checks what lands in
-# the spool and the database. Prints `ok - ...` / `not ok - ...` per check and
-# a last line `N passed, M failed`; exits 1 when a check failed, 77 when the
-# harness cannot run here (not root, no apt), and brings the cluster down at
-# the end unless KEEP_SLURM=1.
+# the spool and the database. Around that it checks that the harness leaves
+# the machine's own SLURM alone: a slurmd of the machine's own makes `up`
+# refuse (exit 77); with a decoy /etc/slurm/slurm.conf and acct_gather.conf
+# planted (only where the machine has none; removed at the end, also on
+# failure) and processes standing for the machine's own slurmctld, slurmdbd,
+# munged and mariadbd, `up` still brings the test cluster up, and after
+# `down` the files under /etc/slurm, /etc/munge and /etc/mysql and the running
+# slurm/munge/mysql processes are as they were before `up`.
+#
+# Prints `ok - ...` / `not ok - ...` per check and a last line
+# `N passed, M failed`; exits 1 when a check failed, 77 when the harness
+# cannot run here (not root, no apt), and brings the cluster down at the end
+# unless KEEP_SLURM=1.
 #
 # Environment: CARGO_TARGET_DIR (default ~/.cache/hpc-sizer/target; the debug
-# binaries are built when missing), KEEP_SLURM=1, HPC_SLURM_JOB_TIMEOUT
-# (seconds a job may take to reach a final accounting state, default 120).
+# binaries are built when missing, hpc-store without its Parquet feature),
+# KEEP_SLURM=1, HPC_SLURM_JOB_TIMEOUT (seconds a job may take to reach a final
+# accounting state, default 120), and the HPC_SLURM_* settings of harness.sh.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 harness=$here/harness.sh
 job_timeout=${HPC_SLURM_JOB_TIMEOUT:-120}
+export HPC_SLURM_STATE=${HPC_SLURM_STATE:-/var/lib/hpc-sizer-slurm}
+SLURM_CONF=$(bash "$harness" conf)
+export SLURM_CONF
 t_begin=$SECONDS
+# shellcheck source=tests/slurm/guard.sh
+. "$here/guard.sh"
 
 passed=0
 failed=0
@@ -35,17 +50,52 @@ check() {
     shift
     if "$@"; then ok "$what"; else not_ok "$what"; fi
 }
+# show <prefix> <text>: the text as comment lines.
+show() { [ -z "$2" ] || printf '%s\n' "$2" | sed "s/^/# $1/"; }
+# seconds_since <date +%s.%N>
+seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+cluster_is_down=0
+# cluster_down: bring the cluster down (once) and compare the machine with
+# the snapshot taken before `up`.
+cluster_down() {
+    [ "$cluster_is_down" = 1 ] && return 0
+    cluster_is_down=1
+    if [ "${KEEP_SLURM:-0}" = 1 ]; then
+        echo "# KEEP_SLURM=1: the cluster stays up (bash $harness down); the machine is not compared"
+        return 0
+    fi
+    local down_out rc t0
+    t0=$(date +%s.%N)
+    down_out=$(timeout 120 bash "$harness" down 2>&1)
+    rc=$?
+    show "" "$down_out"
+    check "cluster down in $(seconds_since "$t0") s (harness.sh down exited $rc)" [ "$rc" -eq 0 ]
+    [ -s "$work/machine-before" ] || return 0
+    guard_snapshot "$work/machine-after"
+    if cmp -s "$work/machine-before" "$work/machine-after"; then
+        ok "after down: /etc/slurm, /etc/munge, /etc/mysql, /etc/hosts, /var/lib/mysql and the slurm/munge/mysql processes are as before up"
+    else
+        not_ok "after down: /etc/slurm, /etc/munge, /etc/mysql, /etc/hosts, /var/lib/mysql and the slurm/munge/mysql processes are as before up"
+        show "  " "$(diff "$work/machine-before" "$work/machine-after")"
+    fi
+}
+
 # finish: bring the cluster down (so that the count is the last line), report.
 finish() {
     trap - EXIT
+    cluster_down
+    guard_cleanup
+    guard_snapshot "$work/machine-end"
     if [ "${KEEP_SLURM:-0}" = 1 ]; then
-        echo "# KEEP_SLURM=1: the cluster stays up (bash $harness down)"
-    else
-        local down_out rc
-        down_out=$(timeout 120 bash "$harness" down 2>&1)
-        rc=$?
-        printf '%s\n' "$down_out" | sed 's/^/# /'
-        check "cluster down (harness.sh down exited $rc)" [ "$rc" -eq 0 ]
+        # The test cluster's daemons still run: compare the files only.
+        sed -i '/^processes:/,$d' "$work/machine-start" "$work/machine-end" 2>/dev/null
+    fi
+    if [ -s "$work/machine-start" ] && ! cmp -s "$work/machine-start" "$work/machine-end"; then
+        not_ok "decoys and stand-in daemons removed: the machine is as the test found it"
+        show "  " "$(diff "$work/machine-start" "$work/machine-end")"
+    elif [ -s "$work/machine-start" ]; then
+        ok "decoys and stand-in daemons removed: the machine is as the test found it"
     fi
     if [ "$failed" -eq 0 ] && [ "${KEEP_SLURM:-0}" != 1 ]; then
         rm -rf "$work"
@@ -61,32 +111,93 @@ finish() {
 work=$(mktemp -d /tmp/hpc-sizer-slurm.XXXXXX)
 chmod 755 "$work"
 # shellcheck disable=SC2317 # called by the EXIT trap
-cluster_down() {
-    if [ "${KEEP_SLURM:-0}" = 1 ]; then
-        echo "# KEEP_SLURM=1: the cluster stays up (bash $harness down)"
-    else
-        timeout 120 bash "$harness" down 2>&1 | sed 's/^/# /'
-    fi
+on_exit() {
+    cluster_down
+    guard_cleanup
 }
-trap cluster_down EXIT
+trap on_exit EXIT
 trap 'exit 130' INT TERM HUP
 
+# ---------------------------------------------------------------- packages
+t0=$(date +%s.%N)
+install_out=$(timeout 900 bash "$harness" install 2>&1)
+rc=$?
+if [ "$rc" -eq 77 ]; then
+    trap - EXIT
+    rm -rf "$work"
+    printf '%s\n' "$install_out" | tail -n 1
+    exit 77
+fi
+show "" "$install_out"
+if [ "$rc" -ne 0 ]; then
+    cluster_is_down=1
+    not_ok "packages installed (harness.sh install exited $rc)"
+    finish
+fi
+echo "# packages in place in $(seconds_since "$t0") s"
+if [ -s "$HPC_SLURM_STATE/started" ]; then
+    # Left up by KEEP_SLURM=1: every run starts from the machine without it.
+    echo "# the test cluster is up from an earlier run; bringing it down first"
+    show "" "$(timeout 120 bash "$harness" down 2>&1)"
+fi
+guard_snapshot "$work/machine-start"
+
+# ---------------------------------------------------------------- a slurmd of the machine's own
+# While one runs, `up` refuses (exit 77) before it starts or writes anything.
+ls -l "$HPC_SLURM_STATE" >"$work/state-before" 2>&1
+cat "$HPC_SLURM_STATE/started" >>"$work/state-before" 2>&1
+if guard_start_fake slurmd; then
+    fake_slurmd=$guard_last_fake
+    refuse_out=$(timeout 120 bash "$harness" up 2>&1)
+    rc=$?
+    show "" "$refuse_out"
+    check "with a slurmd of the machine's own running, up exits 77 (exit $rc)" [ "$rc" -eq 77 ]
+    check "... and says why in its last line" grep -q "slurmd of this machine's own runs (pid $fake_slurmd)" <<<"$(printf '%s\n' "$refuse_out" | tail -n 1)"
+    check "... and leaves that slurmd running" kill -0 "$fake_slurmd"
+    ls -l "$HPC_SLURM_STATE" >"$work/state-after" 2>&1
+    cat "$HPC_SLURM_STATE/started" >>"$work/state-after" 2>&1
+    check "... and starts or writes nothing of its own" cmp -s "$work/state-before" "$work/state-after"
+    guard_stop_fake "$fake_slurmd"
+else
+    not_ok "could not start a stand-in slurmd"
+fi
+
 # ---------------------------------------------------------------- the cluster
+# The machine's own SLURM, as far as a test may play it: decoy config files
+# where it has none, and processes named as its daemons.
+check "decoy /etc/slurm/slurm.conf and acct_gather.conf (HDF5 options) planted where missing" guard_plant_decoys
+echo "# decoys planted: ${guard_decoys[*]:-none, the machine has its own}"
+check "stand-in slurmctld, slurmdbd, munged and mariadbd of the machine's own started" guard_start_fakes
+guard_snapshot "$work/machine-before"
+t0=$(date +%s.%N)
 up_out=$(timeout 900 bash "$harness" up 2>&1)
 rc=$?
 if [ "$rc" -eq 77 ]; then
+    cluster_is_down=1
+    guard_cleanup
     trap - EXIT
     rm -rf "$work"
     printf '%s\n' "$up_out" | tail -n 1
     exit 77
 fi
-printf '%s\n' "$up_out" | sed 's/^/# /'
+show "" "$up_out"
 if [ "$rc" -ne 0 ]; then
     not_ok "cluster up (harness.sh up exited $rc)"
     finish
 fi
-ok "cluster up in $((SECONDS - t_begin)) s"
-cgroup_mode=$(cat "${HPC_SLURM_STATE:-/run/hpc-sizer-slurm}/cgroup_mode" 2>/dev/null || echo v1)
+ok "cluster up in $(seconds_since "$t0") s"
+scontrol_config=$(timeout 10 scontrol show config 2>/dev/null)
+conf_value() { awk -v k="$1" '$1 == k { print $3 }' <<<"$scontrol_config"; }
+# shellcheck disable=SC2317 # called through check
+reaches_test_cluster() {
+    [ "$(conf_value ClusterName)" = "${HPC_SLURM_CLUSTER:-hpcsizer}" ] &&
+        [ "$(conf_value SLURM_CONF)" = "$SLURM_CONF" ]
+}
+check "clients reach the test cluster: ClusterName $(conf_value ClusterName), SLURM_CONF $(conf_value SLURM_CONF)" \
+    reaches_test_cluster
+check "up reports the stand-in daemons as the machine's own, neither used nor stopped" \
+    [ "$(grep -c "of this machine's own runs .*neither used nor stopped" <<<"$up_out")" -eq 4 ]
+cgroup_mode=$(cat "$HPC_SLURM_STATE/cgroup_mode" 2>/dev/null || echo v1)
 
 # ---------------------------------------------------------------- the tools
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
@@ -95,7 +206,7 @@ tools=(hpc-ingest hpc-store hpc-probe hpc-merge hpc-flags)
 for t in "${tools[@]}"; do
     if [ ! -x "$bin/$t" ]; then
         echo "# building the debug binaries in $CARGO_TARGET_DIR"
-        (cd "$root" && cargo build -q -p hpc-ingest -p hpc-store -p hpc-probe -p hpc-merge -p hpc-flags) >&2
+        (cd "$root" && cargo build -q --no-default-features -p hpc-ingest -p hpc-store -p hpc-probe -p hpc-merge -p hpc-flags) >&2
         break
     fi
 done
