@@ -49,6 +49,9 @@ for main in crates/*/src/main.rs; do
   [ -f "man/$bin.1" ] || { echo "no man page for $bin" >&2; exit 1; }
 done
 
+step "whole tools under faults (tests/faults.sh)"
+bash tests/faults.sh
+
 step "real SLURM integration (tests/slurm/run.sh)"
 # Needs root and apt (it installs the packages, starts a one-node cluster of
 # its own under /var/lib/hpc-sizer-slurm beside, never instead of, any SLURM

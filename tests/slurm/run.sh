@@ -392,4 +392,26 @@ same=0
 check "hpc-harvest again exits 0 (exit $rc) and keeps the job count ($count1 -> $count2)" [ "$same" = 1 ]
 check "hpc-harvest again leaves the job records unchanged" cmp -s "$work/jobs-c.ndjson" "$work/jobs-d.ndjson"
 
+# ------------------------------------------- (e) times and a failing sacct
+# hpc-harvest runs sacct with SLURM_TIME_FORMAT=%s: the stored start is the
+# very second sacct knows, whatever the zone.
+epoch_a=$(SLURM_TIME_FORMAT=%s timeout 60 sacct -X -n -P -j "$job_a" -o Start 2>/dev/null | head -n 1)
+stored_a=$(python3 -c '
+import json, sys, datetime
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if str(r.get("job_id_raw")) == sys.argv[2] and r.get("start"):
+        t = datetime.datetime.strptime(r["start"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+        print(int(t.timestamp()))
+' "$work/jobs-d.ndjson" "$job_a")
+check "job $job_a start stored as sacct's own second ($stored_a = $epoch_a)" \
+    [ -n "$epoch_a" ] && [ "$stored_a" = "$epoch_a" ]
+mark_file=${XDG_DATA_HOME:-$HOME/.local/share}/hpc-sizer/harvest.watermark
+mark_before=$(cat "$mark_file" 2>/dev/null)
+timeout 120 hpc-harvest --db "$DB" --since not-a-date >"$work/harvest-bad.out" 2>&1
+rc=$?
+check "hpc-harvest with a --since the real sacct refuses exits 1 (exit $rc)" [ "$rc" -eq 1 ]
+check "... and says sacct failed" grep -q "sacct failed" "$work/harvest-bad.out"
+check "... and leaves the watermark alone" [ "$(cat "$mark_file" 2>/dev/null)" = "$mark_before" ]
+
 finish
