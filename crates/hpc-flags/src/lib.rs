@@ -3,14 +3,15 @@
 //! Every input line is passed through unchanged, except a job-wide
 //! `summary`, which comes out at the end of its job with `not_evaluated`
 //! added. After each job's records, one `flag` record is written for each
-//! raised flag (see [`eval::FLAGS`] for the fourteen flags and
-//! [`thresholds::PARAMS`] for the thresholds).
+//! raised flag (see [`rules::RULES`] for the fourteen flags and
+//! [`thresholds::Param`] for the thresholds).
 //!
 //! Records are grouped by `job_id`: a job ends where the next job's first
 //! record starts, and at the end of the input, so memory holds one job at a
 //! time (its job-wide sample series at most).
 
 pub mod eval;
+pub mod rules;
 pub mod thresholds;
 
 use std::borrow::Cow;
@@ -322,8 +323,9 @@ impl<W: Write> Flagger<'_, W> {
 pub fn run(opts: &Opts, stdin: impl BufRead, out: impl Write) -> Result<Stats> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     if opts.list_thresholds {
-        for (name, _, what) in thresholds::PARAMS {
-            writeln!(out, "{name} = {} # {what}", opts.thresholds.get(name))?;
+        for p in thresholds::Param::ALL {
+            let (name, what) = (p.name(), p.doc());
+            writeln!(out, "{name} = {} # {what}", opts.thresholds.get(*p))?;
         }
         out.flush()?;
         return Ok(Stats::default());

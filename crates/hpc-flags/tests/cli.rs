@@ -501,7 +501,7 @@ fn every_long_flag_in_help_is_in_the_man_page() {
         }
     }
     assert!(n >= 3);
-    for (name, _, _) in hpc_flags::thresholds::PARAMS {
+    for name in hpc_flags::thresholds::Param::ALL.iter().map(|p| p.name()) {
         assert!(
             man.contains(&name.replace('_', "\\_")) || man.contains(name),
             "threshold {name} not in the man page"
