@@ -19,7 +19,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 use argh::FromArgs;
-use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::ndjson::{Line, LineReader, Rejects};
 use hpc_core::paths::shown;
 use hpc_core::record::write_tagged;
 use hpc_core::{Error, Result};
@@ -318,15 +318,57 @@ impl<W: Write> Flagger<'_, W> {
     }
 }
 
+/// Parses the parts of `line` that route it. A line that is not a record
+/// is rejected, a truncated last line warned about: `None`, it is dropped.
+fn view_of<'t>(
+    line: &Line<'t>,
+    source: Option<&str>,
+    rejects: &mut Rejects,
+) -> Result<Option<LineView<'t>>> {
+    let text = line.text.trim();
+    let view: LineView = match serde_json::from_str(text) {
+        Ok(v) => v,
+        // Valid JSON with an unexpected type in a field the rules
+        // read: pass it through, its values unused.
+        Err(e) if e.is_data() => match serde_json::from_str::<Map<String, Value>>(text) {
+            Ok(m) => LineView::bare(&m),
+            Err(e) => {
+                rejects.reject(source, line.number, &format!("not a record: {e}"))?;
+                return Ok(None);
+            }
+        },
+        Err(e) if line.unterminated => {
+            let reason = format!("truncated last line ignored ({e})");
+            rejects.warn(source, line.number, &reason);
+            return Ok(None);
+        }
+        Err(e) => {
+            rejects.reject(source, line.number, &format!("not a record: {e}"))?;
+            return Ok(None);
+        }
+    };
+    if view.kind.is_none() {
+        rejects.reject(source, line.number, "no \"kind\"")?;
+        return Ok(None);
+    }
+    Ok(Some(view))
+}
+
+/// Writes every threshold with its value and meaning.
+fn list_thresholds(th: &Thresholds, out: &mut impl Write) -> Result<()> {
+    for p in thresholds::Param::ALL {
+        let (name, what) = (p.name(), p.doc());
+        writeln!(out, "{name} = {} # {what}", th.get(*p))?;
+    }
+    Ok(())
+}
+
 /// Reads records from `opts.inputs` (or `stdin`), passes them to `out` and
 /// adds each job's flags after its records.
 pub fn run(opts: &Opts, stdin: impl BufRead, out: impl Write) -> Result<Stats> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     if opts.list_thresholds {
-        for p in thresholds::Param::ALL {
-            let (name, what) = (p.name(), p.doc());
-            writeln!(out, "{name} = {} # {what}", opts.thresholds.get(*p))?;
-        }
+        list_thresholds(&opts.thresholds, &mut out)?;
         out.flush()?;
         return Ok(Stats::default());
     }
@@ -369,34 +411,9 @@ pub fn run(opts: &Opts, stdin: impl BufRead, out: impl Write) -> Result<Stats> {
             if text.is_empty() {
                 continue;
             }
-            let view: LineView = match serde_json::from_str(text) {
-                Ok(v) => v,
-                // Valid JSON with an unexpected type in a field the rules
-                // read: pass it through, its values unused.
-                Err(e) if e.is_data() => match serde_json::from_str::<Map<String, Value>>(text) {
-                    Ok(m) => LineView::bare(&m),
-                    Err(e) => {
-                        rejects.reject(source, line.number, &format!("not a record: {e}"))?;
-                        continue;
-                    }
-                },
-                Err(e) if line.unterminated => {
-                    rejects.warn(
-                        source,
-                        line.number,
-                        &format!("truncated last line ignored ({e})"),
-                    );
-                    continue;
-                }
-                Err(e) => {
-                    rejects.reject(source, line.number, &format!("not a record: {e}"))?;
-                    continue;
-                }
-            };
-            if view.kind.is_none() {
-                rejects.reject(source, line.number, "no \"kind\"")?;
+            let Some(view) = view_of(&line, source, &mut rejects)? else {
                 continue;
-            }
+            };
             if f.line(text, view)? {
                 f.out.write_all(text.as_bytes())?;
                 f.out.write_all(b"\n")?;

@@ -71,9 +71,11 @@ pub struct Rule {
     /// The flag's name, as in `flag` records and `not_evaluated`.
     pub flag: &'static str,
     pub category: Category,
-    /// The record fields it reads, as `kind.field`: with all of them
-    /// absent it is not evaluated.
-    pub inputs: &'static [&'static str],
+    /// What it needs, as groups of record fields (`kind.field`): without
+    /// any field of a group it is not evaluated (listed in
+    /// `not_evaluated`). A rule may need more than presence (a positive
+    /// elapsed time, enough samples); its test says so by returning `None`.
+    pub inputs: &'static [&'static [&'static str]],
     /// Its thresholds, the main one (named after the flag) first.
     pub params: &'static [Param],
     /// One line on what raises it.
@@ -81,19 +83,24 @@ pub struct Rule {
     pub test: Test,
 }
 
-/// The fields a sample's CPU fraction comes from (see [`Facts::frac`]).
-macro_rules! frac_inputs {
-    ($($field:literal),*) => {
-        &[$($field,)* "sample.cpu_frac", "sample.cpu_cores", "job.alloc_cpus", "summary.req_cpus", "meta.req_cpus"]
-    };
-}
+/// A sample's CPU fraction (see [`Facts::frac`]) needs its `cpu_frac`, or
+/// its `cpu_cores` and the allocated CPUs.
+const CPU_FRAC: [&[&str]; 2] = [
+    &["sample.cpu_frac", "sample.cpu_cores"],
+    &[
+        "sample.cpu_frac",
+        "job.alloc_cpus",
+        "summary.req_cpus",
+        "meta.req_cpus",
+    ],
+];
 
 /// Every flag, in output order.
 pub const RULES: &[Rule] = &[
     Rule {
         flag: "oom_killed",
         category: Category::Misuse,
-        inputs: &["job.state"],
+        inputs: &[&["job.state"]],
         params: &[],
         doc: "the job was killed for running out of memory",
         test: oom_killed,
@@ -102,12 +109,8 @@ pub const RULES: &[Rule] = &[
         flag: "mem_overrequest",
         category: Category::Misuse,
         inputs: &[
-            "job.max_rss_mb",
-            "summary.peak_rss_mb",
-            "sample.rss_mb",
-            "job.req_mem_mb",
-            "summary.req_mem_mb",
-            "meta.req_mem_mb",
+            &["job.max_rss_mb", "summary.peak_rss_mb", "sample.rss_mb"],
+            &["job.req_mem_mb", "summary.req_mem_mb", "meta.req_mem_mb"],
         ],
         params: &[Param::MemOverrequest],
         doc: "the peak RSS is a small share of the memory requested",
@@ -116,7 +119,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         flag: "idle_cpu",
         category: Category::Misuse,
-        inputs: frac_inputs!(),
+        inputs: &CPU_FRAC,
         params: &[Param::IdleCpu, Param::IdleCpuFrac],
         doc: "the CPUs are idle for much of the run",
         test: idle_cpu,
@@ -125,12 +128,9 @@ pub const RULES: &[Rule] = &[
         flag: "single_threaded",
         category: Category::Misuse,
         inputs: &[
-            "job.alloc_cpus",
-            "job.total_cpu_s",
-            "job.elapsed_s",
-            "summary.req_cpus",
-            "summary.cpu_s",
-            "summary.duration_s",
+            &["job.alloc_cpus", "summary.req_cpus"],
+            &["job.total_cpu_s", "summary.cpu_s"],
+            &["job.elapsed_s", "summary.duration_s"],
         ],
         params: &[Param::SingleThreaded, Param::SingleThreadedMinCpus],
         doc: "many CPUs, about one of them used",
@@ -139,7 +139,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         flag: "mem_spike_plateau",
         category: Category::Misuse,
-        inputs: &["sample.rss_mb"],
+        inputs: &[&["sample.rss_mb"]],
         params: &[Param::MemSpikePlateau, Param::MemSpikePlateauWindow],
         doc: "memory peaks early, then stays well below the peak",
         test: mem_spike_plateau,
@@ -147,7 +147,11 @@ pub const RULES: &[Rule] = &[
     Rule {
         flag: "io_dominant",
         category: Category::Io,
-        inputs: frac_inputs!("sample.read_mbps", "sample.write_mbps"),
+        inputs: &[
+            &["sample.read_mbps", "sample.write_mbps"],
+            CPU_FRAC[0],
+            CPU_FRAC[1],
+        ],
         params: &[
             Param::IoDominant,
             Param::IoDominantMbps,
@@ -159,7 +163,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         flag: "lustre_metadata_heavy",
         category: Category::Io,
-        inputs: &["summary.lustre_meta_ops", "sample.lustre_meta_ops"],
+        inputs: &[&["summary.lustre_meta_ops", "sample.lustre_meta_ops"]],
         params: &[Param::LustreMetadataHeavy],
         doc: "many Lustre metadata operations per second",
         test: lustre_metadata_heavy,
@@ -167,7 +171,11 @@ pub const RULES: &[Rule] = &[
     Rule {
         flag: "lustre_io_dominant",
         category: Category::Io,
-        inputs: frac_inputs!("sample.lustre_read_mbps", "sample.lustre_write_mbps"),
+        inputs: &[
+            &["sample.lustre_read_mbps", "sample.lustre_write_mbps"],
+            CPU_FRAC[0],
+            CPU_FRAC[1],
+        ],
         params: &[
             Param::LustreIoDominant,
             Param::LustreIoDominantMbps,
@@ -179,7 +187,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         flag: "high_cpi",
         category: Category::Hardware,
-        inputs: &["summary.cpi", "sample.cpi"],
+        inputs: &[&["summary.cpi", "sample.cpi"]],
         params: &[Param::HighCpi],
         doc: "many cycles per instruction",
         test: high_cpi,
@@ -187,7 +195,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         flag: "cache_thrashing",
         category: Category::Hardware,
-        inputs: &["summary.cache_miss_rate", "sample.cache_miss_rate"],
+        inputs: &[&["summary.cache_miss_rate", "sample.cache_miss_rate"]],
         params: &[Param::CacheThrashing],
         doc: "most cache references miss",
         test: cache_thrashing,
@@ -195,7 +203,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         flag: "numa_misplaced",
         category: Category::Hardware,
-        inputs: &["summary.numa_miss_rate", "sample.numa_miss_rate"],
+        inputs: &[&["summary.numa_miss_rate", "sample.numa_miss_rate"]],
         params: &[Param::NumaMisplaced],
         doc: "memory is often on the wrong NUMA node",
         test: numa_misplaced,
@@ -203,7 +211,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         flag: "catastrophe",
         category: Category::Hardware,
-        inputs: &["sample.cpu_cores", "sample.cpu_frac"],
+        inputs: &[&["sample.cpu_cores", "sample.cpu_frac"]],
         params: &[
             Param::Catastrophe,
             Param::CatastropheMinS,
@@ -217,7 +225,7 @@ pub const RULES: &[Rule] = &[
     Rule {
         flag: "node_imbalance",
         category: Category::MultiNode,
-        inputs: &["summary.node_cpu_cv"],
+        inputs: &[&["summary.node_cpu_cv"]],
         params: &[Param::NodeImbalance],
         doc: "the nodes are unevenly busy",
         test: node_imbalance,
@@ -226,15 +234,10 @@ pub const RULES: &[Rule] = &[
         flag: "idle_nodes",
         category: Category::MultiNode,
         inputs: &[
-            "job.total_cpu_s",
-            "job.nnodes",
-            "job.alloc_cpus",
-            "job.elapsed_s",
-            "summary.cpu_s",
-            "summary.nodes",
-            "summary.missing_nodes",
-            "summary.req_cpus",
-            "summary.duration_s",
+            &["job.total_cpu_s", "summary.cpu_s"],
+            &["job.nnodes", "summary.nodes"],
+            &["job.alloc_cpus", "summary.req_cpus"],
+            &["job.elapsed_s", "summary.duration_s"],
         ],
         params: &[Param::IdleNodes],
         doc: "several nodes, less CPU time than one node could give",
@@ -555,7 +558,7 @@ mod tests {
                 r.flag
             );
             assert!(!r.inputs.is_empty(), "{} reads nothing", r.flag);
-            for input in r.inputs {
+            for input in r.inputs.iter().flat_map(|g| g.iter()) {
                 let (kind, field) = input.split_once('.').unwrap_or(("", ""));
                 assert!(
                     ["job", "summary", "sample", "meta"].contains(&kind) && !field.is_empty(),
