@@ -85,6 +85,38 @@ pub struct JobAcc {
     pub many_hosts: bool,
 }
 
+impl JobAcc {
+    /// Adds a sample: to the job-wide series without `host`, else to the
+    /// host series while only one host has been seen.
+    pub fn add_sample(&mut self, host: Option<&str>, p: Point) {
+        match host {
+            None => self.series.push(p),
+            Some(_) if self.many_hosts => {}
+            Some(h) => match &self.host {
+                None => {
+                    self.host = Some(h.to_owned());
+                    self.host_series.push(p);
+                }
+                Some(cur) if cur == h => self.host_series.push(p),
+                Some(_) => {
+                    self.many_hosts = true;
+                    self.host_series = Vec::new();
+                }
+            },
+        }
+    }
+
+    /// Adds a meta's requests to the sums.
+    pub fn add_meta(&mut self, cpus: Option<f64>, mem_mb: Option<f64>) {
+        if let Some(c) = cpus {
+            self.meta_cpus = Some(self.meta_cpus.unwrap_or(0.0) + c);
+        }
+        if let Some(m) = mem_mb {
+            self.meta_mem_mb = Some(self.meta_mem_mb.unwrap_or(0.0) + m);
+        }
+    }
+}
+
 /// What the evaluation found.
 #[derive(Debug, Default)]
 pub struct Outcome {

@@ -3,7 +3,7 @@
 //! Every input line is passed through unchanged, except a job-wide
 //! `summary`, which comes out at the end of its job with `not_evaluated`
 //! added. After each job's records, one `flag` record is written for each
-//! raised flag (see [`rules::RULES`] for the fourteen flags and
+//! raised flag (see [`rules::RULES`] for the flags and
 //! [`thresholds::Param`] for the thresholds).
 //!
 //! Records are grouped by `job_id`: a job ends where the next job's first
@@ -278,33 +278,12 @@ impl<W: Write> Flagger<'_, W> {
                     cache: nan(v.cache_miss_rate),
                     numa: nan(v.numa_miss_rate),
                 };
-                match v.host.as_deref() {
-                    None => acc.series.push(p),
-                    Some(_) if acc.many_hosts => {}
-                    Some(h) => match &acc.host {
-                        None => {
-                            acc.host = Some(h.to_owned());
-                            acc.host_series.push(p);
-                        }
-                        Some(cur) if cur == h => acc.host_series.push(p),
-                        Some(_) => {
-                            acc.many_hosts = true;
-                            acc.host_series = Vec::new();
-                        }
-                    },
-                }
+                acc.add_sample(v.host.as_deref(), p);
             }
             Some("job") => {
                 acc.job = serde_json::from_str::<JobFacts>(text).ok();
             }
-            Some("meta") => {
-                if let Some(c) = v.req_cpus {
-                    acc.meta_cpus = Some(acc.meta_cpus.unwrap_or(0.0) + c);
-                }
-                if let Some(m) = v.req_mem_mb {
-                    acc.meta_mem_mb = Some(acc.meta_mem_mb.unwrap_or(0.0) + m);
-                }
-            }
+            Some("meta") => acc.add_meta(v.req_cpus, v.req_mem_mb),
             Some("summary")
                 if v.host.is_none() && self.group.summary.is_none() && v.job_id.is_some() =>
             {
