@@ -1,26 +1,10 @@
-//! What is known about one job, and the fourteen flag rules.
+//! What is known about one job, and how the rules of [`crate::rules`] are
+//! applied to it.
 
 use hpc_core::record::Flag;
 
+use crate::rules::RULES;
 use crate::thresholds::Thresholds;
-
-/// The flags in output order: name and category.
-pub const FLAGS: [(&str, &str); 14] = [
-    ("oom_killed", "misuse"),
-    ("mem_overrequest", "misuse"),
-    ("idle_cpu", "misuse"),
-    ("single_threaded", "misuse"),
-    ("mem_spike_plateau", "misuse"),
-    ("io_dominant", "I/O"),
-    ("lustre_metadata_heavy", "I/O"),
-    ("lustre_io_dominant", "I/O"),
-    ("high_cpi", "hardware"),
-    ("cache_thrashing", "hardware"),
-    ("numa_misplaced", "hardware"),
-    ("catastrophe", "hardware"),
-    ("node_imbalance", "multi-node"),
-    ("idle_nodes", "multi-node"),
-];
 
 /// The fields of a `job` record the rules use.
 #[derive(Debug, Default, Clone, serde::Deserialize)]
@@ -101,20 +85,128 @@ pub struct JobAcc {
     pub many_hosts: bool,
 }
 
+impl JobAcc {
+    /// Adds a sample: to the job-wide series without `host`, else to the
+    /// host series while only one host has been seen.
+    pub fn add_sample(&mut self, host: Option<&str>, p: Point) {
+        match host {
+            None => self.series.push(p),
+            Some(_) if self.many_hosts => {}
+            Some(h) => match &self.host {
+                None => {
+                    self.host = Some(h.to_owned());
+                    self.host_series.push(p);
+                }
+                Some(cur) if cur == h => self.host_series.push(p),
+                Some(_) => {
+                    self.many_hosts = true;
+                    self.host_series = Vec::new();
+                }
+            },
+        }
+    }
+
+    /// Adds a meta's requests to the sums.
+    pub fn add_meta(&mut self, cpus: Option<f64>, mem_mb: Option<f64>) {
+        if let Some(c) = cpus {
+            self.meta_cpus = Some(self.meta_cpus.unwrap_or(0.0) + c);
+        }
+        if let Some(m) = mem_mb {
+            self.meta_mem_mb = Some(self.meta_mem_mb.unwrap_or(0.0) + m);
+        }
+    }
+}
+
 /// What the evaluation found.
+#[derive(Debug, Default)]
 pub struct Outcome {
     pub flags: Vec<Flag>,
+    /// The flags whose inputs were absent, in table order.
     pub not_evaluated: Vec<String>,
 }
 
-fn some(v: f64) -> Option<f64> {
+/// What the rules see of one job: its records and its sample series.
+pub struct Facts {
+    pub job: JobFacts,
+    pub summary: SummaryFacts,
+    /// The metas' summed memory request, for raw probe streams.
+    pub meta_mem_mb: Option<f64>,
+    /// The allocated CPUs (job, else summary, else metas), when above 0.
+    pub alloc_cpus: Option<f64>,
+    /// The job-wide series, else the only host's.
+    pub series: Series,
+}
+
+impl Facts {
+    /// Gathers what the rules read from what was collected for a job.
+    pub fn new(acc: JobAcc) -> Facts {
+        let points = if !acc.series.is_empty() {
+            acc.series
+        } else if !acc.many_hosts {
+            acc.host_series
+        } else {
+            Vec::new()
+        };
+        let job = acc.job.unwrap_or_default();
+        let summary = acc.summary.unwrap_or_default();
+        let alloc_cpus = job
+            .alloc_cpus
+            .or(summary.req_cpus)
+            .or(acc.meta_cpus)
+            .filter(|a| *a > 0.0);
+        Facts {
+            job,
+            summary,
+            meta_mem_mb: acc.meta_mem_mb,
+            alloc_cpus,
+            series: Series::new(points),
+        }
+    }
+
+    /// A sample's CPU fraction: its `cpu_frac`, else its busy cores over
+    /// the allocated CPUs.
+    pub fn frac(&self, p: &Point) -> Option<f64> {
+        some(p.frac).or_else(|| self.alloc_cpus.and_then(|a| some(p.cores).map(|c| c / a)))
+    }
+}
+
+/// `v` unless it is NaN (absent).
+pub fn some(v: f64) -> Option<f64> {
     (!v.is_nan()).then_some(v)
 }
 
+/// Applies every rule of [`RULES`] to what is known about the job.
+pub fn evaluate(job_id: &str, acc: JobAcc, th: &Thresholds) -> Outcome {
+    let facts = Facts::new(acc);
+    let mut out = Outcome::default();
+    for rule in RULES {
+        match (rule.test)(&facts, th) {
+            None => out.not_evaluated.push(rule.flag.to_owned()),
+            Some(v) if v.raised => out.flags.push(Flag {
+                job_id: job_id.to_owned(),
+                flag: rule.flag.to_owned(),
+                category: rule.category.name().to_owned(),
+                value: v.value.map(round6),
+                threshold: v.threshold,
+                reason: v.reason,
+            }),
+            Some(_) => {}
+        }
+    }
+    out
+}
+
+fn round6(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
+}
+
 /// A sample series sorted by time, with each sample's duration.
-struct Series {
-    p: Vec<Point>,
-    dt: Vec<f64>,
+pub struct Series {
+    /// The samples, by time, one per time stamp.
+    pub p: Vec<Point>,
+    /// Each sample's duration: the time to the next one; the last lasts
+    /// as long as the median one.
+    pub dt: Vec<f64>,
 }
 
 impl Series {
@@ -135,7 +227,7 @@ impl Series {
 
     /// The share of time (over samples where `get` is present) for which
     /// `pred` holds; `None` when no sample has the inputs.
-    fn share(&self, get: impl Fn(&Point) -> Option<bool>) -> Option<f64> {
+    pub fn share(&self, get: impl Fn(&Point) -> Option<bool>) -> Option<f64> {
         let (mut yes, mut all) = (0.0, 0.0);
         for (p, dt) in self.p.iter().zip(&self.dt) {
             if let Some(b) = get(p) {
@@ -149,7 +241,7 @@ impl Series {
     }
 
     /// Time-weighted mean of a field.
-    fn mean(&self, get: impl Fn(&Point) -> f64) -> Option<f64> {
+    pub fn mean(&self, get: impl Fn(&Point) -> f64) -> Option<f64> {
         let (mut s, mut w) = (0.0, 0.0);
         for (p, dt) in self.p.iter().zip(&self.dt) {
             let v = get(p);
@@ -226,348 +318,6 @@ pub fn change_point(
     let k = t.partition_point(|&ti| ti < tail_from).min(n - 1);
     let tail = (px[n] - px[k]) / (pw[n] - pw[k]);
     Some((m2 / m1, gain, tail / m1, t[j]))
-}
-
-struct Eval<'a> {
-    th: &'a Thresholds,
-    job_id: &'a str,
-    out: Outcome,
-}
-
-impl Eval<'_> {
-    /// Records a rule's result: `None` = inputs missing (not evaluated);
-    /// `Some((raised, value, threshold, reason))`.
-    fn rule(&mut self, flag: &str, r: Option<(bool, Option<f64>, Option<f64>, String)>) {
-        let category = FLAGS
-            .iter()
-            .find(|(f, _)| *f == flag)
-            .map(|(_, c)| *c)
-            .unwrap_or("");
-        match r {
-            None => self.out.not_evaluated.push(flag.to_owned()),
-            Some((true, value, threshold, reason)) => self.out.flags.push(Flag {
-                job_id: self.job_id.to_owned(),
-                flag: flag.to_owned(),
-                category: category.to_owned(),
-                value: value.map(round6),
-                threshold,
-                reason,
-            }),
-            Some((false, ..)) => {}
-        }
-    }
-
-    /// A "mean above threshold" rule.
-    fn above(&mut self, flag: &str, v: Option<f64>, what: &str) {
-        let th = self.th.get(flag);
-        let r = v.map(|v| {
-            (
-                v > th,
-                Some(v),
-                Some(th),
-                format!("mean {what} {} > {th}", round3(v)),
-            )
-        });
-        self.rule(flag, r);
-    }
-}
-
-fn round6(v: f64) -> f64 {
-    (v * 1e6).round() / 1e6
-}
-
-fn round3(v: f64) -> f64 {
-    (v * 1e3).round() / 1e3
-}
-
-/// Applies the fourteen rules to what is known about the job.
-pub fn evaluate(job_id: &str, acc: JobAcc, th: &Thresholds) -> Outcome {
-    let points = if !acc.series.is_empty() {
-        acc.series
-    } else if !acc.many_hosts {
-        acc.host_series
-    } else {
-        Vec::new()
-    };
-    let s = Series::new(points);
-    let job = acc.job.unwrap_or_default();
-    let sum = acc.summary.unwrap_or_default();
-    let alloc = job
-        .alloc_cpus
-        .or(sum.req_cpus)
-        .or(acc.meta_cpus)
-        .filter(|a| *a > 0.0);
-    let frac =
-        |p: &Point| some(p.frac).or_else(|| alloc.and_then(|a| some(p.cores).map(|c| c / a)));
-    let mut e = Eval {
-        th,
-        job_id,
-        out: Outcome {
-            flags: Vec::new(),
-            not_evaluated: Vec::new(),
-        },
-    };
-
-    // oom_killed
-    let r = job.state.as_deref().map(|st| {
-        (
-            st.starts_with("OUT_OF_MEMORY"),
-            None,
-            None,
-            "the job was killed for running out of memory (state OUT_OF_MEMORY)".to_string(),
-        )
-    });
-    e.rule("oom_killed", r);
-
-    // mem_overrequest
-    let sample_peak =
-        s.p.iter()
-            .map(|p| p.rss)
-            .filter(|v| !v.is_nan())
-            .reduce(f64::max);
-    let peak = [job.max_rss_mb, sum.peak_rss_mb, sample_peak]
-        .into_iter()
-        .flatten()
-        .reduce(f64::max);
-    let req = job
-        .req_mem_mb
-        .or(sum.req_mem_mb)
-        .or(acc.meta_mem_mb)
-        .filter(|r| *r > 0.0);
-    let th_m = th.get("mem_overrequest");
-    let r = peak.zip(req).map(|(p, q)| {
-        let ratio = p / q;
-        (
-            ratio < th_m,
-            Some(ratio),
-            Some(th_m),
-            format!(
-                "peak RSS {} MiB is {:.1} % of the {} MiB requested",
-                round3(p),
-                ratio * 100.0,
-                round3(q)
-            ),
-        )
-    });
-    e.rule("mem_overrequest", r);
-
-    // idle_cpu
-    let (th_i, th_if) = (th.get("idle_cpu"), th.get("idle_cpu_frac"));
-    let r = s.share(|p| frac(p).map(|f| f < th_if)).map(|sh| {
-        (
-            sh > th_i,
-            Some(sh),
-            Some(th_i),
-            format!(
-                "CPU fraction below {th_if} for {:.1} % of the run",
-                sh * 100.0
-            ),
-        )
-    });
-    e.rule("idle_cpu", r);
-
-    // single_threaded
-    let (th_s, th_sc) = (
-        th.get("single_threaded"),
-        th.get("single_threaded_min_cpus"),
-    );
-    let from_job = job.alloc_cpus.zip(job.total_cpu_s).zip(job.elapsed_s);
-    let from_sum = sum.req_cpus.zip(sum.cpu_s).zip(sum.duration_s);
-    let r = from_job
-        .or(from_sum)
-        .filter(|((_, _), el)| *el > 0.0)
-        .map(|((cpus, cpu), el)| {
-            let eff = cpu / el;
-            (
-                cpus > th_sc && eff < th_s,
-                Some(eff),
-                Some(th_s),
-                format!(
-                    "{} effective cores (CPU time / elapsed) on {cpus} CPUs",
-                    round3(eff)
-                ),
-            )
-        });
-    e.rule("single_threaded", r);
-
-    // mem_spike_plateau
-    let th_p = th.get("mem_spike_plateau");
-    let th_pw = th.get("mem_spike_plateau_window");
-    let rss: Vec<(f64, f64)> =
-        s.p.iter()
-            .filter(|p| !p.rss.is_nan())
-            .map(|p| (p.t, p.rss))
-            .collect();
-    let r = if rss.len() >= 3 {
-        let t0 = rss[0].0;
-        let t_end = s.p.last().map(|p| p.t).unwrap_or(t0) + s.dt.last().copied().unwrap_or(0.0);
-        let run = t_end - t0;
-        let (tp, peak) = rss.iter().fold(
-            (t0, f64::NEG_INFINITY),
-            |a, &(t, v)| if v > a.1 { (t, v) } else { a },
-        );
-        let cut = t0 + th_pw * run;
-        let later = rss
-            .iter()
-            .filter(|(t, _)| *t > cut)
-            .map(|(_, v)| *v)
-            .reduce(f64::max);
-        match later {
-            Some(l) if peak > 0.0 => {
-                let ratio = l / peak;
-                Some((
-                    tp <= cut && ratio < th_p,
-                    Some(ratio),
-                    Some(th_p),
-                    format!(
-                        "RSS peaks at {} MiB {:.0} s into the run, then stays at or below {:.1} % of it",
-                        round3(peak),
-                        tp - t0,
-                        ratio * 100.0
-                    ),
-                ))
-            }
-            _ => None,
-        }
-    } else {
-        None
-    };
-    e.rule("mem_spike_plateau", r);
-
-    // io_dominant, lustre_metadata_heavy, lustre_io_dominant
-    let io_rule = |e: &mut Eval, flag: &str, get: fn(&Point) -> f64| {
-        let th_d = th.get(flag);
-        let th_mb = th.get(&format!("{flag}_mbps"));
-        let th_cf = th.get(&format!("{flag}_cpu_frac"));
-        let what = if flag == "io_dominant" {
-            "disk"
-        } else {
-            "Lustre"
-        };
-        let r = s
-            .share(|p| {
-                let io = some(get(p))?;
-                let f = frac(p)?;
-                Some(io > th_mb && f < th_cf)
-            })
-            .map(|sh| {
-                (
-                    sh > th_d,
-                    Some(sh),
-                    Some(th_d),
-                    format!(
-                        "{what} I/O above {th_mb} MB/s with CPU fraction below {th_cf} for {:.1} % of the run",
-                        sh * 100.0
-                    ),
-                )
-            });
-        e.rule(flag, r);
-    };
-    io_rule(&mut e, "io_dominant", |p| p.io);
-    let lm = sum.lustre_meta_ops.or_else(|| s.mean(|p| p.lustre_meta));
-    e.above("lustre_metadata_heavy", lm, "Lustre metadata ops/s");
-    io_rule(&mut e, "lustre_io_dominant", |p| p.lustre_io);
-
-    // Means: summary first, else the series.
-    let cpi = sum.cpi.or_else(|| s.mean(|p| p.cpi));
-    e.above("high_cpi", cpi, "cycles per instruction");
-    let cache = sum.cache_miss_rate.or_else(|| s.mean(|p| p.cache));
-    e.above("cache_thrashing", cache, "cache misses per reference");
-    let numa = sum.numa_miss_rate.or_else(|| s.mean(|p| p.numa));
-    e.above("numa_misplaced", numa, "NUMA miss rate");
-
-    // catastrophe
-    let th_c = th.get("catastrophe");
-    let use_cores = s.p.iter().any(|p| !p.cores.is_nan());
-    let (mut ct, mut cx, mut cw) = (Vec::new(), Vec::new(), Vec::new());
-    for (p, d) in s.p.iter().zip(&s.dt) {
-        let v = if use_cores {
-            some(p.cores)
-        } else {
-            some(p.frac)
-        };
-        if let Some(v) = v {
-            ct.push(p.t);
-            cx.push(v);
-            cw.push(*d);
-        }
-    }
-    let run: f64 = cw.iter().sum();
-    let min_dur = th
-        .get("catastrophe_min_s")
-        .max(th.get("catastrophe_min_share") * run);
-    let r = if cx.len() >= 4 {
-        match change_point(&ct, &cx, &cw, th.get("catastrophe_start_share"), min_dur) {
-            Some((ratio, gain, tail, split)) => Some((
-                ratio < th_c && tail < th_c && gain > th.get("catastrophe_gain"),
-                Some(ratio),
-                Some(th_c),
-                format!(
-                    "CPU activity drops to {:.1} % of its earlier level {:.0} s into the run ({:.0} % of it) and does not recover",
-                    ratio * 100.0,
-                    split - ct[0],
-                    (split - ct[0]) / run * 100.0
-                ),
-            )),
-            // Too short for the test: evaluated, nothing to raise.
-            None => Some((false, None, None, String::new())),
-        }
-    } else {
-        None
-    };
-    e.rule("catastrophe", r);
-
-    // node_imbalance
-    let th_n = th.get("node_imbalance");
-    let r = sum.node_cpu_cv.map(|cv| {
-        (
-            cv > th_n,
-            Some(cv),
-            Some(th_n),
-            format!(
-                "per-node mean busy cores vary with a coefficient of variation of {}",
-                round3(cv)
-            ),
-        )
-    });
-    e.rule("node_imbalance", r);
-
-    // idle_nodes
-    let th_in = th.get("idle_nodes");
-    let sum_nodes =
-        (!sum.nodes.is_empty()).then(|| (sum.nodes.len() + sum.missing_nodes.len()) as f64);
-    let from_job = job
-        .total_cpu_s
-        .zip(job.nnodes)
-        .zip(job.alloc_cpus)
-        .zip(job.elapsed_s);
-    let from_sum = sum
-        .cpu_s
-        .zip(sum_nodes)
-        .zip(sum.req_cpus)
-        .zip(sum.duration_s);
-    let r = from_job
-        .or(from_sum)
-        .filter(|(_, el)| *el > 0.0)
-        .map(|(((cpu, nodes), cpus), el)| {
-            if nodes <= 1.0 {
-                return (false, None, None, String::new());
-            }
-            let one_node = cpus / nodes * el;
-            let share = cpu / one_node;
-            (
-                share < th_in,
-                Some(share),
-                Some(th_in),
-                format!(
-                "{} CPU seconds on {nodes} nodes is {:.1} % of one node's capacity over the run",
-                round3(cpu),
-                share * 100.0
-            ),
-            )
-        });
-    e.rule("idle_nodes", r);
-    e.out
 }
 
 #[cfg(test)]

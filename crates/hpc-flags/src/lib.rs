@@ -3,14 +3,15 @@
 //! Every input line is passed through unchanged, except a job-wide
 //! `summary`, which comes out at the end of its job with `not_evaluated`
 //! added. After each job's records, one `flag` record is written for each
-//! raised flag (see [`eval::FLAGS`] for the fourteen flags and
-//! [`thresholds::PARAMS`] for the thresholds).
+//! raised flag (see [`rules::RULES`] for the flags and
+//! [`thresholds::Param`] for the thresholds).
 //!
 //! Records are grouped by `job_id`: a job ends where the next job's first
 //! record starts, and at the end of the input, so memory holds one job at a
 //! time (its job-wide sample series at most).
 
 pub mod eval;
+pub mod rules;
 pub mod thresholds;
 
 use std::borrow::Cow;
@@ -18,7 +19,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 use argh::FromArgs;
-use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::ndjson::{Line, LineReader, Rejects};
 use hpc_core::paths::shown;
 use hpc_core::record::write_tagged;
 use hpc_core::{Error, Result};
@@ -277,33 +278,12 @@ impl<W: Write> Flagger<'_, W> {
                     cache: nan(v.cache_miss_rate),
                     numa: nan(v.numa_miss_rate),
                 };
-                match v.host.as_deref() {
-                    None => acc.series.push(p),
-                    Some(_) if acc.many_hosts => {}
-                    Some(h) => match &acc.host {
-                        None => {
-                            acc.host = Some(h.to_owned());
-                            acc.host_series.push(p);
-                        }
-                        Some(cur) if cur == h => acc.host_series.push(p),
-                        Some(_) => {
-                            acc.many_hosts = true;
-                            acc.host_series = Vec::new();
-                        }
-                    },
-                }
+                acc.add_sample(v.host.as_deref(), p);
             }
             Some("job") => {
                 acc.job = serde_json::from_str::<JobFacts>(text).ok();
             }
-            Some("meta") => {
-                if let Some(c) = v.req_cpus {
-                    acc.meta_cpus = Some(acc.meta_cpus.unwrap_or(0.0) + c);
-                }
-                if let Some(m) = v.req_mem_mb {
-                    acc.meta_mem_mb = Some(acc.meta_mem_mb.unwrap_or(0.0) + m);
-                }
-            }
+            Some("meta") => acc.add_meta(v.req_cpus, v.req_mem_mb),
             Some("summary")
                 if v.host.is_none() && self.group.summary.is_none() && v.job_id.is_some() =>
             {
@@ -317,14 +297,57 @@ impl<W: Write> Flagger<'_, W> {
     }
 }
 
+/// Parses the parts of `line` that route it. A line that is not a record
+/// is rejected, a truncated last line warned about: `None`, it is dropped.
+fn view_of<'t>(
+    line: &Line<'t>,
+    source: Option<&str>,
+    rejects: &mut Rejects,
+) -> Result<Option<LineView<'t>>> {
+    let text = line.text.trim();
+    let view: LineView = match serde_json::from_str(text) {
+        Ok(v) => v,
+        // Valid JSON with an unexpected type in a field the rules
+        // read: pass it through, its values unused.
+        Err(e) if e.is_data() => match serde_json::from_str::<Map<String, Value>>(text) {
+            Ok(m) => LineView::bare(&m),
+            Err(e) => {
+                rejects.reject(source, line.number, &format!("not a record: {e}"))?;
+                return Ok(None);
+            }
+        },
+        Err(e) if line.unterminated => {
+            let reason = format!("truncated last line ignored ({e})");
+            rejects.warn(source, line.number, &reason);
+            return Ok(None);
+        }
+        Err(e) => {
+            rejects.reject(source, line.number, &format!("not a record: {e}"))?;
+            return Ok(None);
+        }
+    };
+    if view.kind.is_none() {
+        rejects.reject(source, line.number, "no \"kind\"")?;
+        return Ok(None);
+    }
+    Ok(Some(view))
+}
+
+/// Writes every threshold with its value and meaning.
+fn list_thresholds(th: &Thresholds, out: &mut impl Write) -> Result<()> {
+    for p in thresholds::Param::ALL {
+        let (name, what) = (p.name(), p.doc());
+        writeln!(out, "{name} = {} # {what}", th.get(*p))?;
+    }
+    Ok(())
+}
+
 /// Reads records from `opts.inputs` (or `stdin`), passes them to `out` and
 /// adds each job's flags after its records.
 pub fn run(opts: &Opts, stdin: impl BufRead, out: impl Write) -> Result<Stats> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     if opts.list_thresholds {
-        for (name, _, what) in thresholds::PARAMS {
-            writeln!(out, "{name} = {} # {what}", opts.thresholds.get(name))?;
-        }
+        list_thresholds(&opts.thresholds, &mut out)?;
         out.flush()?;
         return Ok(Stats::default());
     }
@@ -367,34 +390,9 @@ pub fn run(opts: &Opts, stdin: impl BufRead, out: impl Write) -> Result<Stats> {
             if text.is_empty() {
                 continue;
             }
-            let view: LineView = match serde_json::from_str(text) {
-                Ok(v) => v,
-                // Valid JSON with an unexpected type in a field the rules
-                // read: pass it through, its values unused.
-                Err(e) if e.is_data() => match serde_json::from_str::<Map<String, Value>>(text) {
-                    Ok(m) => LineView::bare(&m),
-                    Err(e) => {
-                        rejects.reject(source, line.number, &format!("not a record: {e}"))?;
-                        continue;
-                    }
-                },
-                Err(e) if line.unterminated => {
-                    rejects.warn(
-                        source,
-                        line.number,
-                        &format!("truncated last line ignored ({e})"),
-                    );
-                    continue;
-                }
-                Err(e) => {
-                    rejects.reject(source, line.number, &format!("not a record: {e}"))?;
-                    continue;
-                }
-            };
-            if view.kind.is_none() {
-                rejects.reject(source, line.number, "no \"kind\"")?;
+            let Some(view) = view_of(&line, source, &mut rejects)? else {
                 continue;
-            }
+            };
             if f.line(text, view)? {
                 f.out.write_all(text.as_bytes())?;
                 f.out.write_all(b"\n")?;

@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use hpc_flags::rules::RULES;
 use hpc_flags::thresholds::Thresholds;
 use hpc_flags::Opts;
 use serde_json::Value;
@@ -80,76 +81,16 @@ fn job(fields: &str) -> String {
     format!("{{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"1\",\"job_id_raw\":\"1\",\"is_final\":true,{fields}}}\n")
 }
 
-/// Asserts `flag` is raised for `hit` and not for `miss`.
-fn check(flag: &str, hit: &str, miss: &str) {
-    let h = flags_of(hit, &[]);
-    assert!(has(&h, flag), "{flag} not raised:\n{h}");
-    let m = flags_of(miss, &[]);
-    assert!(!has(&m, flag), "{flag} raised on the near miss:\n{m}");
-}
-
-#[test]
-fn oom_killed() {
-    check(
-        "oom_killed",
-        &job("\"state\":\"OUT_OF_MEMORY\""),
-        &job("\"state\":\"FAILED\""),
-    );
-}
-
-#[test]
-fn mem_overrequest() {
-    check(
-        "mem_overrequest",
-        &job("\"state\":\"COMPLETED\",\"req_mem_mb\":1000,\"max_rss_mb\":240"),
-        &job("\"state\":\"COMPLETED\",\"req_mem_mb\":1000,\"max_rss_mb\":260"),
-    );
-    // A threshold override moves the line.
-    let out = flags_of(
-        &job("\"state\":\"COMPLETED\",\"req_mem_mb\":1000,\"max_rss_mb\":260"),
-        &["mem_overrequest=0.3"],
-    );
-    assert!(has(&out, "mem_overrequest"));
-}
-
 fn idle_share(idle: usize) -> String {
     series("1", 100, 10.0, |i| {
         format!("\"cpu_frac\":{}", if i < idle { 0.01 } else { 0.8 })
     })
 }
 
-#[test]
-fn idle_cpu() {
-    check("idle_cpu", &idle_share(51), &idle_share(49));
-}
-
-#[test]
-fn idle_cpu_weights_samples_by_duration() {
-    // 10 idle samples of 30 s (300 s) against 40 busy ones of 5 s (200 s).
-    let mut s = String::new();
-    let mut t = 1_700_000_000.0;
-    for i in 0..50 {
-        let (frac, dt) = if i < 10 { (0.0, 30.0) } else { (0.9, 5.0) };
-        s.push_str(&format!(
-            "{{\"kind\":\"sample\",\"t\":{t},\"job_id\":\"1\",\"cpu_frac\":{frac}}}\n"
-        ));
-        t += dt;
-    }
-    assert!(has(&flags_of(&s, &[]), "idle_cpu"));
-}
-
-#[test]
-fn single_threaded() {
-    let j = |cpus: u32, cpu: f64| {
-        job(&format!(
-            "\"state\":\"COMPLETED\",\"alloc_cpus\":{cpus},\"elapsed_s\":1000,\"total_cpu_s\":{cpu}"
-        ))
-    };
-    check("single_threaded", &j(4, 1450.0), &j(4, 1550.0));
-    assert!(
-        !has(&flags_of(&j(2, 1000.0), &[]), "single_threaded"),
-        "2 CPUs is not more than 2"
-    );
+fn single(cpus: u32, cpu: f64) -> String {
+    job(&format!(
+        "\"state\":\"COMPLETED\",\"alloc_cpus\":{cpus},\"elapsed_s\":1000,\"total_cpu_s\":{cpu}"
+    ))
 }
 
 fn spike(later: f64) -> String {
@@ -161,11 +102,6 @@ fn spike(later: f64) -> String {
         };
         format!("\"rss_mb\":{rss}")
     })
-}
-
-#[test]
-fn mem_spike_plateau() {
-    check("mem_spike_plateau", &spike(0.58), &spike(0.62));
 }
 
 fn io(share: usize, lustre: bool) -> String {
@@ -184,50 +120,8 @@ fn io(share: usize, lustre: bool) -> String {
     })
 }
 
-#[test]
-fn io_dominant() {
-    check("io_dominant", &io(51, false), &io(49, false));
-}
-
-#[test]
-fn lustre_io_dominant() {
-    check("lustre_io_dominant", &io(51, true), &io(49, true));
-}
-
 fn mean_of(field: &str, v: f64) -> String {
     series("1", 20, 10.0, |_| format!("\"{field}\":{v}"))
-}
-
-#[test]
-fn lustre_metadata_heavy() {
-    check(
-        "lustre_metadata_heavy",
-        &mean_of("lustre_meta_ops", 105.0),
-        &mean_of("lustre_meta_ops", 95.0),
-    );
-}
-
-#[test]
-fn high_cpi() {
-    check("high_cpi", &mean_of("cpi", 1.05), &mean_of("cpi", 0.95));
-}
-
-#[test]
-fn cache_thrashing() {
-    check(
-        "cache_thrashing",
-        &mean_of("cache_miss_rate", 0.55),
-        &mean_of("cache_miss_rate", 0.45),
-    );
-}
-
-#[test]
-fn numa_misplaced() {
-    check(
-        "numa_misplaced",
-        &mean_of("numa_miss_rate", 0.22),
-        &mean_of("numa_miss_rate", 0.18),
-    );
 }
 
 /// A small deterministic generator (xorshift), for noise with a fixed seed.
@@ -262,34 +156,118 @@ fn dies(at: f64, after: f64) -> String {
     })
 }
 
+fn node_cv(cv: f64) -> String {
+    format!(
+        "{{\"kind\":\"summary\",\"job_id\":\"1\",\"nodes\":[\"a\",\"b\"],\"node_cpu_cv\":{cv}}}\n"
+    )
+}
+
+/// 4 nodes of 16 CPUs for 1000 s: one node's capacity is 16000 CPU-s.
+fn on_four_nodes(cpu: f64) -> String {
+    job(&format!(
+        "\"state\":\"COMPLETED\",\"alloc_cpus\":64,\"nnodes\":4,\"elapsed_s\":1000,\"total_cpu_s\":{cpu}"
+    ))
+}
+
+/// Each flag's case: an input that raises it and a near miss that does
+/// not, just on either side of its default threshold.
+fn case(flag: &str) -> Option<(String, String)> {
+    let state = |s: &str| job(&format!("\"state\":\"{s}\""));
+    let mem = |rss: u32| {
+        job(&format!(
+            "\"state\":\"COMPLETED\",\"req_mem_mb\":1000,\"max_rss_mb\":{rss}"
+        ))
+    };
+    Some(match flag {
+        "oom_killed" => (state("OUT_OF_MEMORY"), state("FAILED")),
+        "mem_overrequest" => (mem(240), mem(260)),
+        "idle_cpu" => (idle_share(51), idle_share(49)),
+        "single_threaded" => (single(4, 1450.0), single(4, 1550.0)),
+        "mem_spike_plateau" => (spike(0.58), spike(0.62)),
+        "io_dominant" => (io(51, false), io(49, false)),
+        "lustre_metadata_heavy" => (
+            mean_of("lustre_meta_ops", 105.0),
+            mean_of("lustre_meta_ops", 95.0),
+        ),
+        "lustre_io_dominant" => (io(51, true), io(49, true)),
+        "high_cpi" => (mean_of("cpi", 1.05), mean_of("cpi", 0.95)),
+        "cache_thrashing" => (
+            mean_of("cache_miss_rate", 0.55),
+            mean_of("cache_miss_rate", 0.45),
+        ),
+        "numa_misplaced" => (
+            mean_of("numa_miss_rate", 0.22),
+            mean_of("numa_miss_rate", 0.18),
+        ),
+        "catastrophe" => (dies(0.4, 0.01), dies(0.4, 0.25)),
+        "node_imbalance" => (node_cv(1.05), node_cv(0.95)),
+        "idle_nodes" => (on_four_nodes(7600.0), on_four_nodes(8400.0)),
+        _ => return None,
+    })
+}
+
+/// Every rule of the table has a case above, raises its flag on the case's
+/// input and not on the near miss.
 #[test]
-fn catastrophe() {
-    check("catastrophe", &dies(0.4, 0.01), &dies(0.4, 0.25));
+fn every_rule_is_raised_by_its_case_and_not_by_its_near_miss() {
+    let mut wrong = Vec::new();
+    for rule in RULES {
+        let Some((hit, miss)) = case(rule.flag) else {
+            wrong.push(format!(
+                "{}: no raise and near-miss case in case()",
+                rule.flag
+            ));
+            continue;
+        };
+        let h = flags_of(&hit, &[]);
+        if !has(&h, rule.flag) {
+            wrong.push(format!("{} not raised:\n{h}", rule.flag));
+        }
+        let m = flags_of(&miss, &[]);
+        if has(&m, rule.flag) {
+            wrong.push(format!("{} raised on the near miss:\n{m}", rule.flag));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn a_threshold_override_moves_the_line() {
+    let (_, miss) = case("mem_overrequest").unwrap();
+    assert!(!has(&flags_of(&miss, &[]), "mem_overrequest"));
+    assert!(has(
+        &flags_of(&miss, &["mem_overrequest=0.3"]),
+        "mem_overrequest"
+    ));
+}
+
+#[test]
+fn idle_cpu_weights_samples_by_duration() {
+    // 10 idle samples of 30 s (300 s) against 40 busy ones of 5 s (200 s).
+    let mut s = String::new();
+    let mut t = 1_700_000_000.0;
+    for i in 0..50 {
+        let (frac, dt) = if i < 10 { (0.0, 30.0) } else { (0.9, 5.0) };
+        s.push_str(&format!(
+            "{{\"kind\":\"sample\",\"t\":{t},\"job_id\":\"1\",\"cpu_frac\":{frac}}}\n"
+        ));
+        t += dt;
+    }
+    assert!(has(&flags_of(&s, &[]), "idle_cpu"));
+}
+
+#[test]
+fn single_threaded_needs_more_cpus_than_its_minimum() {
+    assert!(
+        !has(&flags_of(&single(2, 1000.0), &[]), "single_threaded"),
+        "2 CPUs is not more than 2"
+    );
 }
 
 #[test]
 fn catastrophe_needs_the_drop_to_last() {
     // Dies at 97 %: the later segment is shorter than max(60 s, 10 %).
     assert!(!has(&flags_of(&dies(0.97, 0.0), &[]), "catastrophe"));
-}
-
-#[test]
-fn node_imbalance() {
-    let sum = |cv: f64| {
-        format!("{{\"kind\":\"summary\",\"job_id\":\"1\",\"nodes\":[\"a\",\"b\"],\"node_cpu_cv\":{cv}}}\n")
-    };
-    check("node_imbalance", &sum(1.05), &sum(0.95));
-}
-
-#[test]
-fn idle_nodes() {
-    // 4 nodes of 16 CPUs for 1000 s: one node's capacity is 16000 CPU-s.
-    let j = |cpu: f64| {
-        job(&format!(
-            "\"state\":\"COMPLETED\",\"alloc_cpus\":64,\"nnodes\":4,\"elapsed_s\":1000,\"total_cpu_s\":{cpu}"
-        ))
-    };
-    check("idle_nodes", &j(7600.0), &j(8400.0));
 }
 
 /// A healthy job with noise around a steady level raises nothing.
@@ -328,6 +306,75 @@ fn noisy_healthy_job_raises_no_flag() {
         .find(|v| v["kind"] == "summary")
         .unwrap();
     assert_eq!(sum["not_evaluated"], serde_json::json!([]), "{sum}");
+}
+
+/// One job with every field any rule reads: a job record, a meta, 20
+/// samples and a job-wide summary.
+fn complete_job() -> Vec<Value> {
+    use serde_json::json;
+    let mut recs = vec![
+        json!({"kind": "job", "job_id": "1", "job_id_raw": "1", "state": "COMPLETED",
+            "req_mem_mb": 8000, "max_rss_mb": 3300, "alloc_cpus": 16, "nnodes": 2,
+            "elapsed_s": 1000, "total_cpu_s": 12000}),
+        json!({"kind": "meta", "job_id": "1", "host": "a", "req_cpus": 16, "req_mem_mb": 8000}),
+    ];
+    for i in 0..20 {
+        recs.push(
+            json!({"kind": "sample", "job_id": "1", "t": 1_700_000_000 + 10 * i,
+            "cpu_frac": 0.7, "cpu_cores": 11.2, "rss_mb": 3000 + i, "read_mbps": 2,
+            "write_mbps": 1, "lustre_read_mbps": 3, "lustre_write_mbps": 0,
+            "lustre_meta_ops": 5, "cpi": 0.8, "cache_miss_rate": 0.1, "numa_miss_rate": 0.05}),
+        );
+    }
+    recs.push(
+        json!({"kind": "summary", "job_id": "1", "peak_rss_mb": 3019, "req_mem_mb": 8000,
+        "req_cpus": 16, "cpu_s": 12000, "duration_s": 1000, "node_cpu_cv": 0.1,
+        "nodes": ["a", "b"], "missing_nodes": [], "lustre_meta_ops": 5, "cpi": 0.8,
+        "cache_miss_rate": 0.1, "numa_miss_rate": 0.05}),
+    );
+    recs
+}
+
+/// The `not_evaluated` of the job-wide summary in `output`.
+fn not_evaluated(output: &str) -> Vec<String> {
+    let sum: Value = output
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["kind"] == "summary")
+        .unwrap();
+    serde_json::from_value(sum["not_evaluated"].clone()).unwrap()
+}
+
+/// A rule's declared inputs are what it needs: without any field of one
+/// of its groups it is listed in `not_evaluated`; with all there, nothing is.
+#[test]
+fn a_rule_missing_a_group_of_its_inputs_is_not_evaluated() {
+    let text = |recs: &[Value]| recs.iter().map(|r| format!("{r}\n")).collect::<String>();
+    let all = complete_job();
+    assert_eq!(
+        not_evaluated(&flags_of(&text(&all), &[])),
+        Vec::<String>::new()
+    );
+    for rule in RULES {
+        for group in rule.inputs {
+            let mut recs = all.clone();
+            for r in &mut recs {
+                let kind = r["kind"].as_str().unwrap().to_owned();
+                let m = r.as_object_mut().unwrap();
+                for (k, field) in group.iter().filter_map(|i| i.split_once('.')) {
+                    if k == kind {
+                        m.remove(field);
+                    }
+                }
+            }
+            let ne = not_evaluated(&flags_of(&text(&recs), &[]));
+            assert!(
+                ne.iter().any(|f| f == rule.flag),
+                "{} is evaluated without any of {group:?}",
+                rule.flag
+            );
+        }
+    }
 }
 
 #[test]
@@ -483,12 +530,7 @@ fn help_lists_the_options() {
 #[test]
 fn every_long_flag_in_help_is_in_the_man_page() {
     let (_, help, _) = cli(&["--help"], "");
-    let man = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../man/hpc-flags.1"
-    ))
-    .unwrap();
-    let man = man.replace("\\-", "-");
+    let man = man_page().replace("\\-", "-");
     let mut n = 0;
     for word in help.split_whitespace() {
         let w = word.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-');
@@ -501,11 +543,100 @@ fn every_long_flag_in_help_is_in_the_man_page() {
         }
     }
     assert!(n >= 3);
-    for (name, _, _) in hpc_flags::thresholds::PARAMS {
+    for name in hpc_flags::thresholds::Param::ALL.iter().map(|p| p.name()) {
         assert!(
             man.contains(&name.replace('_', "\\_")) || man.contains(name),
             "threshold {name} not in the man page"
         );
+    }
+}
+
+fn man_page() -> String {
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../man/hpc-flags.1"
+    ))
+    .unwrap()
+}
+
+/// The text of the man page's section `name`, up to the next `.Sh`.
+fn man_section(man: &str, name: &str) -> String {
+    let start = man
+        .find(&format!("\n.Sh {name}\n"))
+        .unwrap_or_else(|| panic!("no section {name}"));
+    let rest = &man[start + 1..];
+    let end = rest[1..].find("\n.Sh ").map_or(rest.len(), |e| e + 1);
+    rest[..end].to_owned()
+}
+
+/// Whether `text` holds `word` on its own (not inside a longer name).
+fn has_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(i, _)| {
+        !text[..i].ends_with(name_char) && !text[i + word.len()..].starts_with(name_char)
+    })
+}
+
+fn name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The defaults `text` shows for threshold `name`: each `name (value)`.
+fn shown_defaults(text: &str, name: &str) -> Vec<f64> {
+    text.match_indices(name)
+        .filter(|(i, _)| !text[..*i].ends_with(name_char))
+        .filter_map(|(i, _)| {
+            let rest = text[i + name.len()..].trim_start().strip_prefix('(')?;
+            let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+            rest[..end].parse().ok()
+        })
+        .collect()
+}
+
+/// man/hpc-flags.1 lists every rule of the table, in order, with its
+/// category, each of its thresholds with the default, and the fields it
+/// reads; and nothing else.
+#[test]
+fn the_man_page_lists_every_flag_with_its_category_and_thresholds() {
+    let man = man_page();
+    let flags = man_section(&man, "FLAGS");
+    // Each entry: `.It Li <flag> Pq <category>` and its lines, joined.
+    let entries: Vec<(&str, String)> = flags
+        .split("\n.It Li ")
+        .skip(1)
+        .map(|e| {
+            let (head, body) = e.split_once('\n').unwrap_or((e, ""));
+            (head, body.replace('\n', " "))
+        })
+        .collect();
+    let heads: Vec<&str> = entries.iter().map(|(h, _)| *h).collect();
+    let want: Vec<String> = RULES
+        .iter()
+        .map(|r| format!("{} Pq {}", r.flag, r.category.name()))
+        .collect();
+    assert_eq!(heads, want, "the FLAGS entries are the table's rules");
+    let output = man_section(&man, "OUTPUT");
+    let input = man_section(&man, "INPUT");
+    for (rule, (_, body)) in RULES.iter().zip(&entries) {
+        assert!(has_word(&output, rule.category.name()), "{}", rule.flag);
+        for p in rule.params {
+            let shown = shown_defaults(body, p.name());
+            assert!(
+                shown.contains(&p.default_value()),
+                "{}: the entry shows {} with {shown:?}, not its default {}",
+                rule.flag,
+                p.name(),
+                p.default_value()
+            );
+        }
+        for field in rule.inputs.iter().flat_map(|g| g.iter()) {
+            let (kind, field) = field.split_once('.').unwrap();
+            let fields = input
+                .split(&format!(".Cm {kind} :"))
+                .nth(1)
+                .and_then(|rest| rest.split(".Cm ").next())
+                .unwrap_or_else(|| panic!("INPUT lists no {kind} fields"));
+            assert!(has_word(fields, field), "INPUT lacks {kind} {field}");
+        }
     }
 }
 

@@ -1,0 +1,571 @@
+//! The flag rules as data: one [`Rule`] a flag in [`RULES`], each with a
+//! small test function. Adding a flag is one entry here, its thresholds in
+//! [`crate::thresholds`], its entry in the man page and its raise and
+//! near-miss cases in the tests (tests check all four agree).
+
+use crate::eval::{change_point, some, Facts, Point};
+use crate::thresholds::{Param, Thresholds};
+
+/// What kind of trouble a flag points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Category {
+    Misuse,
+    Io,
+    Hardware,
+    MultiNode,
+}
+
+impl Category {
+    /// The name written in `flag` records.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Category::Misuse => "misuse",
+            Category::Io => "I/O",
+            Category::Hardware => "hardware",
+            Category::MultiNode => "multi-node",
+        }
+    }
+}
+
+/// One rule's finding, when its inputs were there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub raised: bool,
+    /// The measured value (rounded to 6 decimals in the flag record).
+    pub value: Option<f64>,
+    /// The threshold it was compared with.
+    pub threshold: Option<f64>,
+    /// One line on why.
+    pub reason: String,
+}
+
+impl Verdict {
+    /// `value` compared with `threshold`.
+    fn compared(raised: bool, value: f64, threshold: f64, reason: String) -> Verdict {
+        Verdict {
+            raised,
+            value: Some(value),
+            threshold: Some(threshold),
+            reason,
+        }
+    }
+
+    /// Evaluated, with nothing to raise (too short, or one node).
+    fn quiet() -> Verdict {
+        Verdict {
+            raised: false,
+            value: None,
+            threshold: None,
+            reason: String::new(),
+        }
+    }
+}
+
+/// A rule's test: `None` when its inputs are absent (the flag is listed in
+/// `not_evaluated`), else its verdict.
+pub type Test = fn(&Facts, &Thresholds) -> Option<Verdict>;
+
+/// One flag.
+#[derive(Debug, Clone, Copy)]
+pub struct Rule {
+    /// The flag's name, as in `flag` records and `not_evaluated`.
+    pub flag: &'static str,
+    pub category: Category,
+    /// What it needs, as groups of record fields (`kind.field`): without
+    /// any field of a group it is not evaluated (listed in
+    /// `not_evaluated`). A rule may need more than presence (a positive
+    /// elapsed time, enough samples); its test says so by returning `None`.
+    pub inputs: &'static [&'static [&'static str]],
+    /// Its thresholds, the main one (named after the flag) first.
+    pub params: &'static [Param],
+    /// One line on what raises it.
+    pub doc: &'static str,
+    pub test: Test,
+}
+
+/// A sample's CPU fraction (see [`Facts::frac`]) needs its `cpu_frac`, or
+/// its `cpu_cores` and the allocated CPUs.
+const CPU_FRAC: [&[&str]; 2] = [
+    &["sample.cpu_frac", "sample.cpu_cores"],
+    &[
+        "sample.cpu_frac",
+        "job.alloc_cpus",
+        "summary.req_cpus",
+        "meta.req_cpus",
+    ],
+];
+
+/// Every flag, in output order.
+pub const RULES: &[Rule] = &[
+    Rule {
+        flag: "oom_killed",
+        category: Category::Misuse,
+        inputs: &[&["job.state"]],
+        params: &[],
+        doc: "the job was killed for running out of memory",
+        test: oom_killed,
+    },
+    Rule {
+        flag: "mem_overrequest",
+        category: Category::Misuse,
+        inputs: &[
+            &["job.max_rss_mb", "summary.peak_rss_mb", "sample.rss_mb"],
+            &["job.req_mem_mb", "summary.req_mem_mb", "meta.req_mem_mb"],
+        ],
+        params: &[Param::MemOverrequest],
+        doc: "the peak RSS is a small share of the memory requested",
+        test: mem_overrequest,
+    },
+    Rule {
+        flag: "idle_cpu",
+        category: Category::Misuse,
+        inputs: &CPU_FRAC,
+        params: &[Param::IdleCpu, Param::IdleCpuFrac],
+        doc: "the CPUs are idle for much of the run",
+        test: idle_cpu,
+    },
+    Rule {
+        flag: "single_threaded",
+        category: Category::Misuse,
+        inputs: &[
+            &["job.alloc_cpus", "summary.req_cpus"],
+            &["job.total_cpu_s", "summary.cpu_s"],
+            &["job.elapsed_s", "summary.duration_s"],
+        ],
+        params: &[Param::SingleThreaded, Param::SingleThreadedMinCpus],
+        doc: "many CPUs, about one of them used",
+        test: single_threaded,
+    },
+    Rule {
+        flag: "mem_spike_plateau",
+        category: Category::Misuse,
+        inputs: &[&["sample.rss_mb"]],
+        params: &[Param::MemSpikePlateau, Param::MemSpikePlateauWindow],
+        doc: "memory peaks early, then stays well below the peak",
+        test: mem_spike_plateau,
+    },
+    Rule {
+        flag: "io_dominant",
+        category: Category::Io,
+        inputs: &[
+            &["sample.read_mbps", "sample.write_mbps"],
+            CPU_FRAC[0],
+            CPU_FRAC[1],
+        ],
+        params: &[
+            Param::IoDominant,
+            Param::IoDominantMbps,
+            Param::IoDominantCpuFrac,
+        ],
+        doc: "heavy disk I/O with idle CPUs for much of the run",
+        test: io_dominant,
+    },
+    Rule {
+        flag: "lustre_metadata_heavy",
+        category: Category::Io,
+        inputs: &[&["summary.lustre_meta_ops", "sample.lustre_meta_ops"]],
+        params: &[Param::LustreMetadataHeavy],
+        doc: "many Lustre metadata operations per second",
+        test: lustre_metadata_heavy,
+    },
+    Rule {
+        flag: "lustre_io_dominant",
+        category: Category::Io,
+        inputs: &[
+            &["sample.lustre_read_mbps", "sample.lustre_write_mbps"],
+            CPU_FRAC[0],
+            CPU_FRAC[1],
+        ],
+        params: &[
+            Param::LustreIoDominant,
+            Param::LustreIoDominantMbps,
+            Param::LustreIoDominantCpuFrac,
+        ],
+        doc: "heavy Lustre I/O with idle CPUs for much of the run",
+        test: lustre_io_dominant,
+    },
+    Rule {
+        flag: "high_cpi",
+        category: Category::Hardware,
+        inputs: &[&["summary.cpi", "sample.cpi"]],
+        params: &[Param::HighCpi],
+        doc: "many cycles per instruction",
+        test: high_cpi,
+    },
+    Rule {
+        flag: "cache_thrashing",
+        category: Category::Hardware,
+        inputs: &[&["summary.cache_miss_rate", "sample.cache_miss_rate"]],
+        params: &[Param::CacheThrashing],
+        doc: "most cache references miss",
+        test: cache_thrashing,
+    },
+    Rule {
+        flag: "numa_misplaced",
+        category: Category::Hardware,
+        inputs: &[&["summary.numa_miss_rate", "sample.numa_miss_rate"]],
+        params: &[Param::NumaMisplaced],
+        doc: "memory is often on the wrong NUMA node",
+        test: numa_misplaced,
+    },
+    Rule {
+        flag: "catastrophe",
+        category: Category::Hardware,
+        inputs: &[&["sample.cpu_cores", "sample.cpu_frac"]],
+        params: &[
+            Param::Catastrophe,
+            Param::CatastropheMinS,
+            Param::CatastropheMinShare,
+            Param::CatastropheStartShare,
+            Param::CatastropheGain,
+        ],
+        doc: "CPU activity drops for good partway through the run",
+        test: catastrophe,
+    },
+    Rule {
+        flag: "node_imbalance",
+        category: Category::MultiNode,
+        inputs: &[&["summary.node_cpu_cv"]],
+        params: &[Param::NodeImbalance],
+        doc: "the nodes are unevenly busy",
+        test: node_imbalance,
+    },
+    Rule {
+        flag: "idle_nodes",
+        category: Category::MultiNode,
+        inputs: &[
+            &["job.total_cpu_s", "summary.cpu_s"],
+            &["job.nnodes", "summary.nodes"],
+            &["job.alloc_cpus", "summary.req_cpus"],
+            &["job.elapsed_s", "summary.duration_s"],
+        ],
+        params: &[Param::IdleNodes],
+        doc: "several nodes, less CPU time than one node could give",
+        test: idle_nodes,
+    },
+];
+
+fn round3(v: f64) -> f64 {
+    (v * 1e3).round() / 1e3
+}
+
+fn oom_killed(f: &Facts, _: &Thresholds) -> Option<Verdict> {
+    let state = f.job.state.as_deref()?;
+    Some(Verdict {
+        raised: state.starts_with("OUT_OF_MEMORY"),
+        value: None,
+        threshold: None,
+        reason: "the job was killed for running out of memory (state OUT_OF_MEMORY)".into(),
+    })
+}
+
+fn mem_overrequest(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let sample_peak = f
+        .series
+        .p
+        .iter()
+        .map(|p| p.rss)
+        .filter(|v| !v.is_nan())
+        .reduce(f64::max);
+    let peak = [f.job.max_rss_mb, f.summary.peak_rss_mb, sample_peak]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max)?;
+    let req = f
+        .job
+        .req_mem_mb
+        .or(f.summary.req_mem_mb)
+        .or(f.meta_mem_mb)
+        .filter(|r| *r > 0.0)?;
+    let th_m = th.get(Param::MemOverrequest);
+    let ratio = peak / req;
+    let reason = format!(
+        "peak RSS {} MiB is {:.1} % of the {} MiB requested",
+        round3(peak),
+        ratio * 100.0,
+        round3(req)
+    );
+    Some(Verdict::compared(ratio < th_m, ratio, th_m, reason))
+}
+
+fn idle_cpu(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let (th_i, th_if) = (th.get(Param::IdleCpu), th.get(Param::IdleCpuFrac));
+    let share = f.series.share(|p| f.frac(p).map(|fr| fr < th_if))?;
+    let reason = format!(
+        "CPU fraction below {th_if} for {:.1} % of the run",
+        share * 100.0
+    );
+    Some(Verdict::compared(share > th_i, share, th_i, reason))
+}
+
+fn single_threaded(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let th_s = th.get(Param::SingleThreaded);
+    let th_sc = th.get(Param::SingleThreadedMinCpus);
+    let (job, sum) = (&f.job, &f.summary);
+    let from_job = job.alloc_cpus.zip(job.total_cpu_s).zip(job.elapsed_s);
+    let from_sum = sum.req_cpus.zip(sum.cpu_s).zip(sum.duration_s);
+    let ((cpus, cpu), elapsed) = from_job.or(from_sum).filter(|(_, el)| *el > 0.0)?;
+    let eff = cpu / elapsed;
+    let reason = format!(
+        "{} effective cores (CPU time / elapsed) on {cpus} CPUs",
+        round3(eff)
+    );
+    Some(Verdict::compared(
+        cpus > th_sc && eff < th_s,
+        eff,
+        th_s,
+        reason,
+    ))
+}
+
+fn mem_spike_plateau(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let th_p = th.get(Param::MemSpikePlateau);
+    let th_pw = th.get(Param::MemSpikePlateauWindow);
+    let s = &f.series;
+    let rss: Vec<(f64, f64)> =
+        s.p.iter()
+            .filter(|p| !p.rss.is_nan())
+            .map(|p| (p.t, p.rss))
+            .collect();
+    if rss.len() < 3 {
+        return None;
+    }
+    let t0 = rss[0].0;
+    let t_end = s.p.last().map(|p| p.t).unwrap_or(t0) + s.dt.last().copied().unwrap_or(0.0);
+    let (tp, peak) = rss.iter().fold(
+        (t0, f64::NEG_INFINITY),
+        |a, &(t, v)| if v > a.1 { (t, v) } else { a },
+    );
+    let cut = t0 + th_pw * (t_end - t0);
+    let later = rss
+        .iter()
+        .filter(|(t, _)| *t > cut)
+        .map(|(_, v)| *v)
+        .reduce(f64::max)
+        .filter(|_| peak > 0.0)?;
+    let ratio = later / peak;
+    let reason = format!(
+        "RSS peaks at {} MiB {:.0} s into the run, then stays at or below {:.1} % of it",
+        round3(peak),
+        tp - t0,
+        ratio * 100.0
+    );
+    Some(Verdict::compared(
+        tp <= cut && ratio < th_p,
+        ratio,
+        th_p,
+        reason,
+    ))
+}
+
+/// The share of the run with I/O (`io`) above a rate while the CPU
+/// fraction is below a level, against `params`: [share, rate, level].
+fn io_bound(
+    f: &Facts,
+    th: &Thresholds,
+    params: [Param; 3],
+    io: fn(&Point) -> f64,
+    what: &str,
+) -> Option<Verdict> {
+    let [th_d, th_mb, th_cf] = params.map(|p| th.get(p));
+    let share = f.series.share(|p| {
+        let io = some(io(p))?;
+        let fr = f.frac(p)?;
+        Some(io > th_mb && fr < th_cf)
+    })?;
+    let reason = format!(
+        "{what} I/O above {th_mb} MB/s with CPU fraction below {th_cf} for {:.1} % of the run",
+        share * 100.0
+    );
+    Some(Verdict::compared(share > th_d, share, th_d, reason))
+}
+
+fn io_dominant(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let params = [
+        Param::IoDominant,
+        Param::IoDominantMbps,
+        Param::IoDominantCpuFrac,
+    ];
+    io_bound(f, th, params, |p| p.io, "disk")
+}
+
+fn lustre_io_dominant(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let params = [
+        Param::LustreIoDominant,
+        Param::LustreIoDominantMbps,
+        Param::LustreIoDominantCpuFrac,
+    ];
+    io_bound(f, th, params, |p| p.lustre_io, "Lustre")
+}
+
+/// A "mean above threshold" rule: the summary's mean, else the series'.
+fn mean_above(
+    f: &Facts,
+    th: &Thresholds,
+    param: Param,
+    summary: Option<f64>,
+    get: fn(&Point) -> f64,
+    what: &str,
+) -> Option<Verdict> {
+    let v = summary.or_else(|| f.series.mean(get))?;
+    let th = th.get(param);
+    let reason = format!("mean {what} {} > {th}", round3(v));
+    Some(Verdict::compared(v > th, v, th, reason))
+}
+
+fn lustre_metadata_heavy(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let p = Param::LustreMetadataHeavy;
+    let what = "Lustre metadata ops/s";
+    mean_above(f, th, p, f.summary.lustre_meta_ops, |p| p.lustre_meta, what)
+}
+
+fn high_cpi(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let what = "cycles per instruction";
+    mean_above(f, th, Param::HighCpi, f.summary.cpi, |p| p.cpi, what)
+}
+
+fn cache_thrashing(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let p = Param::CacheThrashing;
+    let what = "cache misses per reference";
+    mean_above(f, th, p, f.summary.cache_miss_rate, |p| p.cache, what)
+}
+
+fn numa_misplaced(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let p = Param::NumaMisplaced;
+    mean_above(
+        f,
+        th,
+        p,
+        f.summary.numa_miss_rate,
+        |p| p.numa,
+        "NUMA miss rate",
+    )
+}
+
+fn catastrophe(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let th_c = th.get(Param::Catastrophe);
+    let s = &f.series;
+    // Busy cores when any sample has them, else the CPU fraction.
+    let use_cores = s.p.iter().any(|p| !p.cores.is_nan());
+    let (mut t, mut x, mut w) = (Vec::new(), Vec::new(), Vec::new());
+    for (p, d) in s.p.iter().zip(&s.dt) {
+        if let Some(v) = some(if use_cores { p.cores } else { p.frac }) {
+            t.push(p.t);
+            x.push(v);
+            w.push(*d);
+        }
+    }
+    if x.len() < 4 {
+        return None;
+    }
+    let run: f64 = w.iter().sum();
+    let min_dur = th
+        .get(Param::CatastropheMinS)
+        .max(th.get(Param::CatastropheMinShare) * run);
+    let start_share = th.get(Param::CatastropheStartShare);
+    // Too short for the test: evaluated, nothing to raise.
+    let Some((ratio, gain, tail, split)) = change_point(&t, &x, &w, start_share, min_dur) else {
+        return Some(Verdict::quiet());
+    };
+    let reason = format!(
+        "CPU activity drops to {:.1} % of its earlier level {:.0} s into the run ({:.0} % of it) and does not recover",
+        ratio * 100.0,
+        split - t[0],
+        (split - t[0]) / run * 100.0
+    );
+    let raised = ratio < th_c && tail < th_c && gain > th.get(Param::CatastropheGain);
+    Some(Verdict::compared(raised, ratio, th_c, reason))
+}
+
+fn node_imbalance(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let th_n = th.get(Param::NodeImbalance);
+    let cv = f.summary.node_cpu_cv?;
+    let reason = format!(
+        "per-node mean busy cores vary with a coefficient of variation of {}",
+        round3(cv)
+    );
+    Some(Verdict::compared(cv > th_n, cv, th_n, reason))
+}
+
+fn idle_nodes(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    let th_in = th.get(Param::IdleNodes);
+    let (job, sum) = (&f.job, &f.summary);
+    let sum_nodes =
+        (!sum.nodes.is_empty()).then(|| (sum.nodes.len() + sum.missing_nodes.len()) as f64);
+    let from_job = job
+        .total_cpu_s
+        .zip(job.nnodes)
+        .zip(job.alloc_cpus)
+        .zip(job.elapsed_s);
+    let from_sum = sum
+        .cpu_s
+        .zip(sum_nodes)
+        .zip(sum.req_cpus)
+        .zip(sum.duration_s);
+    let (((cpu, nodes), cpus), elapsed) = from_job.or(from_sum).filter(|(_, el)| *el > 0.0)?;
+    if nodes <= 1.0 {
+        return Some(Verdict::quiet());
+    }
+    let share = cpu / (cpus / nodes * elapsed);
+    let reason = format!(
+        "{} CPU seconds on {nodes} nodes is {:.1} % of one node's capacity over the run",
+        round3(cpu),
+        share * 100.0
+    );
+    Some(Verdict::compared(share < th_in, share, th_in, reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_threshold_belongs_to_one_rule_in_table_order() {
+        let listed: Vec<Param> = RULES
+            .iter()
+            .flat_map(|r| r.params.iter().copied())
+            .collect();
+        assert_eq!(
+            listed,
+            Param::ALL,
+            "the rules' params, in order, are Param::ALL"
+        );
+        for r in RULES {
+            if let Some(main) = r.params.first() {
+                assert_eq!(
+                    main.name(),
+                    r.flag,
+                    "the main threshold is named after the flag"
+                );
+            }
+            for p in r.params {
+                assert!(
+                    p.name().starts_with(r.flag),
+                    "{} is not {}_*",
+                    p.name(),
+                    r.flag
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn flag_names_are_unique_and_inputs_are_kind_dot_field() {
+        for (i, r) in RULES.iter().enumerate() {
+            assert!(
+                RULES[..i].iter().all(|o| o.flag != r.flag),
+                "{} twice",
+                r.flag
+            );
+            assert!(!r.inputs.is_empty(), "{} reads nothing", r.flag);
+            for input in r.inputs.iter().flat_map(|g| g.iter()) {
+                let (kind, field) = input.split_once('.').unwrap_or(("", ""));
+                assert!(
+                    ["job", "summary", "sample", "meta"].contains(&kind) && !field.is_empty(),
+                    "{}: {input}",
+                    r.flag
+                );
+            }
+        }
+    }
+}
