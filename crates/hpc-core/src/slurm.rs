@@ -439,6 +439,11 @@ impl Zone {
             .map_err(bad)?;
         let epoch = t.as_second() + i64::from(c.s == 60);
         let offset = local - epoch;
+        if offset != i64::from(self.tz.to_offset(t).seconds()) {
+            // A reading in a skipped hour: moved forward, it does not carry
+            // the offset of the span it lands in. Nothing to cache.
+            return Ok(epoch);
+        }
         // The span between the transitions around `t` has this one offset.
         let after = t
             .checked_add(jiff::SignedDuration::from_secs(1))
@@ -1032,6 +1037,17 @@ mod tests {
         assert_eq!(parse_exit_code("0:125").unwrap(), Some((0, 125)));
         assert_eq!(parse_exit_code("").unwrap(), None);
         assert!(parse_exit_code("a:b").is_err());
+    }
+
+    #[test]
+    fn a_skipped_hour_does_not_poison_the_cached_offset() {
+        // Found by the property test below: the gap reading was cached with
+        // the offset from before the gap for the span after it.
+        let z = zone("America/New_York");
+        let gap = z.parse("2026-03-08T02:00:00").unwrap().unwrap();
+        assert_eq!(gap.to_rfc3339(), "2026-03-08T07:00:00Z");
+        let later = z.parse("2026-03-10T02:00:00").unwrap().unwrap();
+        assert_eq!(later.to_rfc3339(), "2026-03-10T06:00:00Z");
     }
 
     proptest::proptest! {
