@@ -10,6 +10,7 @@
 //! - [`run`]: the sampling loop, signals and output.
 
 pub mod cgroup;
+pub mod command;
 pub mod node;
 pub mod opts;
 pub mod parse;
@@ -23,8 +24,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use hpc_core::paths::shown;
 use hpc_core::record::{write_tagged, Meta};
 use hpc_core::{Error, IoContext, Result};
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use serde_json::Value;
 
 pub use opts::{Args, Opts, Target};
@@ -43,21 +47,29 @@ pub struct Output {
 
 enum Sink {
     Stdout(std::io::Stdout),
-    File(std::fs::File, PathBuf),
+    File {
+        file: std::fs::File,
+        path: PathBuf,
+        // Held while the probe runs: a second probe on the file is refused.
+        _lock: Option<Flock<std::fs::File>>,
+    },
     Memory(Vec<u8>),
 }
 
 impl Output {
-    /// Output to stdout (`None` or `-`) or to a new private file.
+    /// Output to stdout (`None` or `-`) or to a private file: see
+    /// [`open_output_file`].
     pub fn open(path: Option<&Path>) -> Result<Self> {
         let sink = match path {
             None => Sink::Stdout(std::io::stdout()),
             Some(p) if p.as_os_str() == "-" => Sink::Stdout(std::io::stdout()),
             Some(p) => {
-                if let Some(d) = p.parent() {
-                    hpc_core::paths::create_private_dir(d)?;
+                let (file, lock) = open_output_file(p)?;
+                Sink::File {
+                    file,
+                    path: p.to_path_buf(),
+                    _lock: lock,
                 }
-                Sink::File(hpc_core::paths::create_private_file(p)?, p.to_path_buf())
             }
         };
         Ok(Output {
@@ -95,7 +107,7 @@ impl Output {
                     .and_then(|()| l.flush())
                     .ctx(|| "cannot write to stdout".into())
             }
-            Sink::File(f, p) => {
+            Sink::File { file: f, path, .. } => {
                 let r = f.write_all(&self.line).and_then(|()| f.flush());
                 match r {
                     Ok(()) => {
@@ -106,7 +118,7 @@ impl Output {
                         // Keep the file valid up to its last complete line.
                         let _ = f.set_len(self.good_len);
                         Err(Error::Io {
-                            context: format!("cannot write {}", p.display()),
+                            context: format!("cannot write {}", shown(path)),
                             source: e,
                         })
                     }
@@ -118,6 +130,76 @@ impl Output {
             }
         }
     }
+}
+
+/// Opens the probe's output file for writing. The file is never reached
+/// through a symbolic link (`O_NOFOLLOW`: an existing or dangling link is
+/// refused), its folder is created with mode 0700, a new file gets mode
+/// 0600. A regular file is locked (`flock`, exclusive) before it is
+/// emptied, so a second probe on the same file fails without touching it;
+/// where the file system has no locks the file is used unlocked, with a
+/// warning. Returns the file and the lock that must be kept.
+pub fn open_output_file(p: &Path) -> Result<(std::fs::File, Option<Flock<std::fs::File>>)> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    if let Some(d) = p.parent() {
+        hpc_core::paths::create_private_dir(d)?;
+    }
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p);
+    let file = match opened {
+        Ok(f) => f,
+        Err(e)
+            if e.raw_os_error() == Some(libc::ELOOP)
+                && std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()) =>
+        {
+            return Err(Error::Other(format!(
+                "{} is a symbolic link: refusing to write through it",
+                shown(p)
+            )));
+        }
+        Err(e) => {
+            return Err(Error::Io {
+                context: format!("cannot create {}", shown(p)),
+                source: e,
+            })
+        }
+    };
+    let meta = file
+        .metadata()
+        .ctx(|| format!("cannot stat {}", shown(p)))?;
+    if !meta.file_type().is_file() {
+        // A device or a FIFO: nothing to lock or empty.
+        return Ok((file, None));
+    }
+    let dup = file
+        .try_clone()
+        .ctx(|| format!("cannot lock {}", shown(p)))?;
+    let lock = match Flock::lock(dup, FlockArg::LockExclusiveNonblock) {
+        Ok(l) => Some(l),
+        Err((_, Errno::EWOULDBLOCK)) => {
+            return Err(Error::Other(format!(
+                "{} is being written by another hpc-probe (stop it first, or give another --out)",
+                shown(p)
+            )));
+        }
+        Err((_, e)) => {
+            hpc_core::note!(
+                "hpc-probe: cannot lock {} ({e}): a second probe on this file would not be noticed",
+                shown(p)
+            );
+            None
+        }
+    };
+    file.set_len(0)
+        .ctx(|| format!("cannot empty {}", shown(p)))?;
+    // An existing file keeps its old mode through open(): tighten it.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .ctx(|| format!("cannot chmod {}", shown(p)))?;
+    Ok((file, lock))
 }
 
 /// Wakes the sampling loop early on a signal.
@@ -229,35 +311,29 @@ pub fn changed(a: &hpc_core::record::Sample, b: &hpc_core::record::Sample) -> bo
 }
 
 /// Runs the probe. Returns the exit status: the command's own status when
-/// it ran one, else 0.
+/// it ran one, else 0. With nothing to watch (no such pid, no process of
+/// the job on this node after one interval) it fails before writing
+/// anything; with a command, the command never outlives the probe (see
+/// [`command`]).
 pub fn run(opts: &Opts) -> Result<u8> {
-    let mut out = Output::open(opts.out.as_deref())?;
     let waker = Waker::install(matches!(opts.target, Target::Command(_)))?;
-    let mut child: Option<std::process::Child> = None;
-    let root = match &opts.target {
-        Target::Pid(p) => Some(*p),
+    // A command is started only once its output is open (and locked).
+    let mut out = None;
+    let mut child = None;
+    let watch = match &opts.target {
         Target::Command(argv) => {
-            let c = std::process::Command::new(&argv[0])
-                .args(&argv[1..])
-                .spawn()
-                .map_err(|e| Error::Other(format!("cannot run {}: {e}", argv[0])))?;
-            let pid = c.id();
+            out = Some(Output::open(opts.out.as_deref())?);
+            let c = command::RunningCommand::start(argv)?;
+            let w = Watch::Pid(c.pid());
             child = Some(c);
-            Some(pid)
+            w
         }
-        Target::Job(_) => None,
-    };
-    let watch = match (&opts.target, root) {
-        (Target::Job(id), _) => {
-            let cg = cgroup::find_slurm_job_cgroup(&opts.sys_root, id)
-                .or_else(|| find_cgroup_via_proc(&opts.proc_root, &opts.sys_root, id));
-            Watch::Job {
-                id: id.clone(),
-                cgroup: cg,
-            }
-        }
-        (_, Some(p)) => Watch::Pid(p),
-        (_, None) => return Err(Error::Other("nothing to watch".into())),
+        Target::Pid(p) => Watch::Pid(*p),
+        Target::Job(id) => Watch::Job {
+            id: id.clone(),
+            cgroup: cgroup::find_slurm_job_cgroup(&opts.sys_root, id)
+                .or_else(|| find_cgroup_via_proc(&opts.proc_root, &opts.sys_root, id)),
+        },
     };
     let node = node::NodeSources::discover(&opts.proc_root, &opts.sys_root);
     let perf_state = if opts.no_perf {
@@ -268,8 +344,6 @@ pub fn run(opts: &Opts) -> Result<u8> {
     let host = host_name();
     let start = now_unix();
     let meta = build_meta(opts, &watch, &node, &perf_state, &host, start);
-    out.record("meta", &meta)?;
-
     let cfg = Config {
         proc_root: opts.proc_root.clone(),
         watch,
@@ -282,26 +356,25 @@ pub fn run(opts: &Opts) -> Result<u8> {
         host: Some(host),
         job_id: meta.job_id.clone(),
     };
-    let is_job = matches!(cfg.watch, Watch::Job { .. });
-    let has_cgroup = matches!(
-        cfg.watch,
-        Watch::Job {
-            cgroup: Some(_),
-            ..
-        }
-    );
     let mut sampler = Sampler::new(cfg, node);
+    if child.is_none() {
+        await_target(&mut sampler, opts, &waker)?;
+    }
+    let mut out = match out {
+        Some(o) => o,
+        None => Output::open(opts.out.as_deref())?,
+    };
+    out.record("meta", &meta)?;
+
     let t0 = Instant::now();
     let mut interval = opts.interval;
     let mut last: Option<hpc_core::record::Sample> = None;
     let mut count: u64 = 0;
-    let mut status: u8 = 0;
     loop {
-        let mut exited = false;
+        let mut exited = None;
         if let Some(c) = child.as_mut() {
-            if let Some(st) = c.try_wait().ctx(|| "cannot wait for the command".into())? {
-                exited = true;
-                status = exit_status_code(st);
+            if let Some(st) = c.try_wait()? {
+                exited = Some(exit_status_code(st));
                 if let Ok(ru) =
                     nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
                 {
@@ -315,38 +388,20 @@ pub fn run(opts: &Opts) -> Result<u8> {
         let s = sampler.sample(now_unix(), t0.elapsed().as_secs_f64(), cg);
         out.record("sample", &s)?;
         count += 1;
-        let stop_signal = waker.stopped();
-        let n = sampler.process_count();
-        let gone = if is_job {
-            n == 0
-                && ((has_cgroup && (sampler.cgroup_gone() || sampler.seen_any()))
-                    || (opts.until_gone && sampler.seen_any()))
-        } else {
-            n == 0
-        };
-        if count == 1 && !is_job && n == 0 && child.is_none() {
-            if let Target::Pid(p) = opts.target {
-                return Err(Error::Other(format!(
-                    "no process {p} under {}",
-                    opts.proc_root.display()
-                )));
-            }
+        if let Some(status) = exited {
+            return Ok(status);
         }
-        if exited
-            || stop_signal
-            || (gone && child.is_none())
-            || opts.samples.is_some_and(|m| count >= m)
-        {
-            if stop_signal {
-                if let Some(c) = child.as_ref() {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(c.id() as i32),
-                        nix::sys::signal::Signal::SIGTERM,
-                    );
-                }
-                return Ok(0);
+        if waker.stopped() {
+            // The command, when there is one, stops with the probe.
+            if let Some(c) = child.as_mut() {
+                c.stop();
             }
-            return Ok(if exited { status } else { 0 });
+            return Ok(0);
+        }
+        // The target was seen (await_target): none left means it ended.
+        let gone = child.is_none() && sampler.process_count() == 0;
+        if gone || opts.samples.is_some_and(|m| count >= m) {
+            return Ok(0);
         }
         let elapsed = t0.elapsed().as_secs_f64();
         let ch = last.as_ref().is_some_and(|l| changed(l, &s));
@@ -354,6 +409,34 @@ pub fn run(opts: &Opts) -> Result<u8> {
         last = Some(s);
         waker.sleep(Duration::from_secs_f64(interval));
     }
+}
+
+/// Waits for the pid or job to have a process: at once for a pid, within
+/// one interval for a job (whose processes may still be starting). Fails
+/// with nothing to watch.
+fn await_target(sampler: &mut Sampler, opts: &Opts, waker: &Waker) -> Result<()> {
+    if sampler.find_processes() > 0 {
+        return Ok(());
+    }
+    if let Target::Job(_) = opts.target {
+        waker.sleep(Duration::from_secs_f64(opts.interval));
+        if sampler.find_processes() > 0 {
+            return Ok(());
+        }
+    }
+    Err(Error::Other(match &opts.target {
+        Target::Job(id) => {
+            let id = hpc_core::paths::escaped(id);
+            format!(
+            "nothing to watch: job {id} has no process on this node (none in its cgroup or with SLURM_JOB_ID={id} in its environment)"
+        )
+        }
+        Target::Pid(p) => format!(
+            "nothing to watch: no process {p} under {}",
+            shown(&opts.proc_root)
+        ),
+        Target::Command(_) => "nothing to watch".into(),
+    }))
 }
 
 fn exit_status_code(st: std::process::ExitStatus) -> u8 {
@@ -430,6 +513,7 @@ fn build_meta(
     if let Err(why) = perf_state {
         extra.insert("perf_reason".into(), Value::from(why.as_str()));
     }
+    extra.insert("probe_pid".into(), Value::from(std::process::id()));
     extra.insert("pss".into(), Value::from(opts.pss));
     extra.insert(
         "proc_root".into(),

@@ -198,15 +198,15 @@ impl NodeSources {
             for (p, q) in x.iter().zip(y) {
                 if let (Some(p), Some(q)) = (p, q) {
                     any = true;
-                    s0 += parse::counter_delta(p.0, q.0, None);
-                    s1 += parse::counter_delta(p.1, q.1, None);
+                    s0 = s0.saturating_add(parse::counter_delta(p.0, q.0, None));
+                    s1 = s1.saturating_add(parse::counter_delta(p.1, q.1, None));
                 }
             }
             any.then_some((s0, s1))
         };
         if let Some((hit, miss)) = pairs(&a.numa, &b.numa) {
-            if hit + miss > 0 {
-                r.numa_miss_rate = Some(miss as f64 / (hit + miss) as f64);
+            if hit > 0 || miss > 0 {
+                r.numa_miss_rate = Some(miss as f64 / (hit as f64 + miss as f64));
             } else {
                 r.numa_miss_rate = Some(0.0);
             }
@@ -215,9 +215,10 @@ impl NodeSources {
         for (p, q) in a.lustre.iter().zip(&b.lustre) {
             if let (Some(p), Some(q)) = (p, q) {
                 let t = lus.get_or_insert((0, 0, 0));
-                t.0 += parse::counter_delta(p.read_bytes, q.read_bytes, None);
-                t.1 += parse::counter_delta(p.write_bytes, q.write_bytes, None);
-                t.2 += parse::counter_delta(p.meta_ops, q.meta_ops, None);
+                let d = |a: u64, b: u64| parse::counter_delta(a, b, None);
+                t.0 = t.0.saturating_add(d(p.read_bytes, q.read_bytes));
+                t.1 = t.1.saturating_add(d(p.write_bytes, q.write_bytes));
+                t.2 = t.2.saturating_add(d(p.meta_ops, q.meta_ops));
             }
         }
         if let Some((rd, wr, ops)) = lus {
@@ -228,7 +229,8 @@ impl NodeSources {
         let mut uj: Option<u64> = None;
         for ((p, q), (_, max)) in a.rapl.iter().zip(&b.rapl).zip(&self.rapl) {
             if let (Some(p), Some(q)) = (p, q) {
-                *uj.get_or_insert(0) += parse::counter_delta(*p, *q, *max);
+                let sum = uj.get_or_insert(0);
+                *sum = sum.saturating_add(parse::counter_delta(*p, *q, *max));
             }
         }
         if let Some(uj) = uj {

@@ -13,7 +13,7 @@ use hpc_core::{Error, Result};
     example = "hpc-probe --job $SLURM_JOB_ID --out $HPC_SIZER_SPOOL/$SLURM_JOB_ID/$(hostname).ndjson &",
     example = "hpc-probe --pid 4242 --interval 2 | hpc-merge",
     example = "hpc-probe --out run.ndjson -- ./solver input.dat",
-    note = "Exit status: 0 on success or on SIGTERM/SIGINT/SIGHUP (after a last sample), 1 on a runtime failure, 2 on a usage error; with a command, the command's own status."
+    note = "Exit status: 0 on success, on SIGTERM/SIGINT/SIGHUP (after a last sample) or when the watched processes are gone; 1 on a runtime failure (nothing to watch, an output that is a symbolic link or is being written by another probe); 2 on a usage error; with a command, the command's own status (the command never outlives the probe)."
 )]
 pub struct Args {
     /// watch the processes of this SLURM job on this node (its cgroup, or
@@ -23,7 +23,7 @@ pub struct Args {
     /// watch this process and all its descendants
     #[argh(option)]
     pub pid: Option<u32>,
-    /// write to FILE (mode 0600) instead of stdout
+    /// write to FILE (mode 0600, never through a symbolic link, locked against a second probe) instead of stdout
     #[argh(option, short = 'o')]
     pub out: Option<PathBuf>,
     /// seconds between samples at first and after a change (default 1)
@@ -41,7 +41,7 @@ pub struct Args {
     /// also read smaps_rollup for PSS (costs more CPU)
     #[argh(switch)]
     pub pss: bool,
-    /// with --job: stop once no process of the job is left, even without a cgroup
+    /// accepted for old scripts: a job probe now always stops once no process of the job is left
     #[argh(switch)]
     pub until_gone: bool,
     /// stop after this many samples
@@ -141,8 +141,6 @@ pub struct Opts {
     pub cpus: Option<u32>,
     /// Read PSS.
     pub pss: bool,
-    /// Stop when no job process is left.
-    pub until_gone: bool,
     /// Stop after this many samples.
     pub samples: Option<u64>,
     /// No hardware counters.
@@ -202,7 +200,6 @@ impl Opts {
             dense_for: a.dense_for,
             cpus: a.cpus.or(env.cpus_on_node),
             pss: a.pss,
-            until_gone: a.until_gone,
             samples: a.samples,
             no_perf: a.no_perf,
             proc_root: a.proc_root,
@@ -221,7 +218,6 @@ impl Opts {
             dense_for: 60.0,
             cpus: None,
             pss: false,
-            until_gone: false,
             samples: None,
             no_perf: true,
             proc_root: PathBuf::from("/proc"),

@@ -206,6 +206,15 @@ impl Sampler {
         parse::parse_stat(&self.buf)
     }
 
+    /// Looks for the watched processes without taking a sample (no rate
+    /// baseline is set): how many there are now.
+    pub fn find_processes(&mut self) -> usize {
+        self.collect();
+        let n = self.procs.len();
+        self.seen_any |= n > 0;
+        n
+    }
+
     /// The number of processes found by the last sample.
     pub fn process_count(&self) -> usize {
         self.last_count
@@ -230,8 +239,12 @@ impl Sampler {
         };
         let Some(start) = self.root_start else {
             // Never seen alive: all of its CPU goes to the dead total.
-            self.dead_user += (user_s * self.cfg.clk_tck).round() as u64;
-            self.dead_sys += (sys_s * self.cfg.clk_tck).round() as u64;
+            self.dead_user = self
+                .dead_user
+                .saturating_add((user_s * self.cfg.clk_tck).round() as u64);
+            self.dead_sys = self
+                .dead_sys
+                .saturating_add((sys_s * self.cfg.clk_tck).round() as u64);
             return;
         };
         if let Some(t) = self.procs.get_mut(&(root, start)) {
@@ -393,7 +406,7 @@ impl Sampler {
         // and (without a cgroup peak) when RSS passes the known peak.
         let need_status = !(self.cg_peak && self.cg_swap) && {
             let t = &self.procs[&key];
-            let rss_kb = st.rss_pages * self.cfg.page_size / 1024;
+            let rss_kb = st.rss_pages.saturating_mul(self.cfg.page_size) / 1024;
             new || (!self.cg_peak && rss_kb > t.hwm_kb) || gen >= t.status_gen + STATUS_EVERY
         };
         let status = if need_status && !st.zombie && self.read_proc(key.0, "status") {
@@ -426,8 +439,8 @@ impl Sampler {
         let t = self.procs.get_mut(&key).expect("inserted above");
         t.ppid = st.ppid;
         // Cumulative CPU never goes down for one process.
-        t.user = t.user.max(st.utime + st.cutime);
-        t.sys = t.sys.max(st.stime + st.cstime);
+        t.user = t.user.max(st.utime.saturating_add(st.cutime));
+        t.sys = t.sys.max(st.stime.saturating_add(st.cstime));
         t.rss_pages = if st.zombie { 0 } else { st.rss_pages };
         t.threads = st.threads;
         t.seen = gen;
@@ -438,7 +451,7 @@ impl Sampler {
             }
             t.swap_kb = s.swap_kb.unwrap_or(0);
         }
-        t.hwm_kb = t.hwm_kb.max(t.rss_pages * page / 1024);
+        t.hwm_kb = t.hwm_kb.max(t.rss_pages.saturating_mul(page) / 1024);
         if let Some(io) = io {
             let old = t.io.unwrap_or_default();
             t.io = Some(Io {
@@ -470,11 +483,11 @@ impl Sampler {
         for k in gone {
             if let Some(v) = self.procs.remove(&k) {
                 if !self.accepted.contains(&v.ppid) {
-                    self.dead_user += v.user;
-                    self.dead_sys += v.sys;
+                    self.dead_user = self.dead_user.saturating_add(v.user);
+                    self.dead_sys = self.dead_sys.saturating_add(v.sys);
                     if let Some(io) = v.io {
-                        self.dead_read += io.read_bytes;
-                        self.dead_write += io.write_bytes;
+                        self.dead_read = self.dead_read.saturating_add(io.read_bytes);
+                        self.dead_write = self.dead_write.saturating_add(io.write_bytes);
                     }
                 }
             }
@@ -496,39 +509,52 @@ impl Sampler {
         let (mut rd, mut wr, mut any_io) = (
             self.dead_read,
             self.dead_write,
-            self.dead_read + self.dead_write > 0,
+            self.dead_read > 0 || self.dead_write > 0,
         );
         let mut pss: Option<u64> = None;
         let mut perf_d = PerfValues::default();
         let mut any_perf = false;
+        // Counters from /proc are summed saturating: a bogus value near
+        // u64::MAX gives a huge figure, never an overflow.
+        let add = |sum: &mut u64, v: u64| *sum = sum.saturating_add(v);
         for v in self.procs.values_mut() {
-            user += v.user;
-            sys += v.sys;
-            rss += v.rss_pages;
-            hwm += v.hwm_kb;
-            swap += v.swap_kb;
-            threads += u64::from(v.threads);
+            add(&mut user, v.user);
+            add(&mut sys, v.sys);
+            add(&mut rss, v.rss_pages);
+            add(&mut hwm, v.hwm_kb);
+            add(&mut swap, v.swap_kb);
+            add(&mut threads, u64::from(v.threads));
             if let Some(io) = v.io {
                 any_io = true;
-                rd += io.read_bytes;
-                wr += io.write_bytes;
+                add(&mut rd, io.read_bytes);
+                add(&mut wr, io.write_bytes);
             }
             if let Some(p) = v.pss_kb {
-                *pss.get_or_insert(0) += p;
+                add(pss.get_or_insert(0), p);
             }
             if let Some(pv) = v.perf.as_ref().and_then(PerfSet::read) {
                 any_perf = true;
-                perf_d.cycles += pv.cycles.saturating_sub(v.perf_last.cycles);
-                perf_d.instructions += pv.instructions.saturating_sub(v.perf_last.instructions);
-                perf_d.cache_refs += pv.cache_refs.saturating_sub(v.perf_last.cache_refs);
-                perf_d.cache_misses += pv.cache_misses.saturating_sub(v.perf_last.cache_misses);
+                let l = &v.perf_last;
+                add(&mut perf_d.cycles, pv.cycles.saturating_sub(l.cycles));
+                add(
+                    &mut perf_d.instructions,
+                    pv.instructions.saturating_sub(l.instructions),
+                );
+                add(
+                    &mut perf_d.cache_refs,
+                    pv.cache_refs.saturating_sub(l.cache_refs),
+                );
+                add(
+                    &mut perf_d.cache_misses,
+                    pv.cache_misses.saturating_sub(l.cache_misses),
+                );
                 v.perf_last = pv;
             }
         }
         let tck = self.cfg.clk_tck;
         let page = self.cfg.page_size as f64;
-        let mut user_s = (user + self.dead_user) as f64 / tck;
-        let mut sys_s = (sys + self.dead_sys) as f64 / tck;
+        let mut user_s = user.saturating_add(self.dead_user) as f64 / tck;
+        let mut sys_s = sys.saturating_add(self.dead_sys) as f64 / tck;
         let mut cpu_total = user_s + sys_s;
         let cg = cg_counters.unwrap_or_default();
         if let (Some(u), Some(sy)) = (cg.user_s, cg.sys_s) {

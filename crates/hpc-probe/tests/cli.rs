@@ -589,3 +589,472 @@ fn hpc_monitor_starts_and_stops_a_probe_on_one_node() {
         0o700
     );
 }
+
+// ---- Faults: symlinked and shared outputs, children, nothing to watch ----
+
+/// Whether a process is gone: no /proc entry, or a zombie nobody reaps.
+fn process_gone(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit(')')
+            .next()
+            .is_some_and(|r| r.trim_start().starts_with('Z')),
+    }
+}
+
+/// Waits up to `secs` for a process to be gone.
+fn gone_within(pid: u32, secs: f64) -> bool {
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    loop {
+        if process_gone(pid) {
+            return true;
+        }
+        if Instant::now() > end {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for a file's first line (a probe's meta record) and returns it.
+fn meta_of(path: &Path, secs: u64) -> Value {
+    let end = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Ok(t) = fs::read_to_string(path) {
+            if let Some(l) = t.lines().next() {
+                return serde_json::from_str(l).unwrap();
+            }
+        }
+        assert!(Instant::now() < end, "no meta in {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sigterm(pid: u32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+}
+
+fn me() -> String {
+    std::process::id().to_string()
+}
+
+#[test]
+fn out_never_follows_a_symlink() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("precious.txt");
+    fs::write(&target, "precious\n").unwrap();
+    let link = dir.path().join("link.ndjson");
+    symlink(&target, &link).unwrap();
+    let o = bin()
+        .args(["--pid", &me(), "--samples", "1", "--no-perf", "--out"])
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("symbolic link"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(fs::read_to_string(&target).unwrap(), "precious\n");
+    // A dangling link does not create its target.
+    let missing = dir.path().join("created-through-link");
+    let dangling = dir.path().join("dangling.ndjson");
+    symlink(&missing, &dangling).unwrap();
+    let o = bin()
+        .args(["--pid", &me(), "--samples", "1", "--no-perf", "--out"])
+        .arg(&dangling)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(!missing.exists(), "a dangling link created its target");
+    // A name with a newline and an escape code is printed escaped, on one line.
+    let evil = dir.path().join("evil\nname\x1b[31m.ndjson");
+    symlink(&target, &evil).unwrap();
+    let o = bin()
+        .args(["--pid", &me(), "--samples", "1", "--no-perf", "--out"])
+        .arg(&evil)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err:?}");
+    assert!(err.contains("evil\\nname\\u{1b}[31m"), "{err:?}");
+    assert_eq!(fs::read_to_string(&target).unwrap(), "precious\n");
+    // A regular file is still written (and emptied first).
+    let plain = dir.path().join("plain.ndjson");
+    fs::write(&plain, "old junk\n").unwrap();
+    let o = bin()
+        .args(["--pid", &me(), "--samples", "1", "--no-perf", "--out"])
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    let recs = records(&fs::read_to_string(&plain).unwrap());
+    assert_eq!(recs[0]["kind"], "meta");
+    assert_eq!(samples(&recs).len(), 1);
+}
+
+#[test]
+fn a_second_probe_on_the_same_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("node.ndjson");
+    let mut first = bin()
+        .args(["--pid", &me(), "--interval", "0.05", "--no-perf", "--out"])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    let meta = meta_of(&out, 10);
+    assert_eq!(meta["probe_pid"], first.id());
+    let o = bin()
+        .args(["--pid", &me(), "--samples", "2", "--no-perf", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("another hpc-probe"),
+        "{}",
+        show(&o)
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    sigterm(first.id());
+    assert!(wait_for(&mut first, 10).success());
+    // The first probe's file is whole: one meta, its own samples only.
+    let recs = records(&fs::read_to_string(&out).unwrap());
+    assert_eq!(recs.iter().filter(|r| r["kind"] == "meta").count(), 1);
+    assert!(samples(&recs).len() >= 3);
+}
+
+/// Starts `hpc-probe [args] -- CMD` writing to `out`, with stdin not a
+/// terminal, and returns it with the command's pid from the meta record.
+fn probe_command(out: &Path, cmd: &[&str]) -> (Child, u32) {
+    let probe = bin()
+        .args(["--interval", "0.05", "--no-perf", "--out"])
+        .arg(out)
+        .arg("--")
+        .args(cmd)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = meta_of(out, 10)["pid"].as_u64().unwrap() as u32;
+    (probe, pid)
+}
+
+#[test]
+fn the_command_dies_when_the_probe_is_killed_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut probe, pid) = probe_command(&dir.path().join("p.ndjson"), &["sleep", "60"]);
+    assert!(!process_gone(pid));
+    probe.kill().unwrap();
+    probe.wait().unwrap();
+    assert!(
+        gone_within(pid, 3.0),
+        "the command outlived a kill -9 probe"
+    );
+}
+
+#[test]
+fn sigterm_stops_the_command_and_its_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut probe, sh) = probe_command(
+        &dir.path().join("p.ndjson"),
+        &["sh", "-c", "sleep 60 & sleep 60 & wait"],
+    );
+    let children = format!("/proc/{sh}/task/{sh}/children");
+    let end = Instant::now() + Duration::from_secs(10);
+    let kids: Vec<u32> = loop {
+        let k: Vec<u32> = fs::read_to_string(&children)
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        if k.len() == 2 {
+            break k;
+        }
+        assert!(Instant::now() < end, "no children of {sh}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    sigterm(probe.id());
+    let st = wait_for(&mut probe, 10);
+    assert_eq!(st.code(), Some(0));
+    for k in kids {
+        assert!(gone_within(k, 3.0), "grandchild {k} outlived the probe");
+    }
+    assert!(gone_within(sh, 1.0));
+}
+
+#[test]
+fn the_command_dies_when_the_reader_goes_away() {
+    // `hpc-probe -- sleep 60 | head -1`: the probe ends on EPIPE.
+    let mut probe = bin()
+        .args(["--interval", "0.05", "--no-perf", "--", "sleep", "60"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut so = probe.stdout.take().unwrap();
+    let mut line = Vec::new();
+    let mut b = [0u8; 1];
+    while so.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
+        line.push(b[0]);
+    }
+    drop(so);
+    let meta: Value = serde_json::from_slice(&line).unwrap();
+    let pid = meta["pid"].as_u64().unwrap() as u32;
+    let st = wait_for(&mut probe, 10);
+    assert_eq!(st.code(), Some(0), "a closed pipe is not an error");
+    assert!(gone_within(pid, 3.0), "the command outlived the probe");
+}
+
+#[test]
+fn the_command_dies_when_the_output_fails() {
+    // The meta record cannot be written to a full disk: the probe fails
+    // at once and takes its command (and the command's children) with it.
+    let marker = format!("hpc-probe-test-marker-{}", std::process::id());
+    // (No pipes: the command would hold them open.)
+    let st = bin()
+        .args([
+            "--no-perf",
+            "--out",
+            "/dev/full",
+            "--",
+            "sh",
+            "-c",
+            "sleep 60; :",
+        ])
+        .arg(&marker)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(1));
+    std::thread::sleep(Duration::from_millis(500));
+    let alive: Vec<String> = fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = fs::read(e.path().join("cmdline")).ok()?;
+            (String::from_utf8_lossy(&cmd).contains(&marker) && !process_gone(pid))
+                .then(|| pid.to_string())
+        })
+        .collect();
+    assert!(alive.is_empty(), "left running: {alive:?}");
+}
+
+#[test]
+fn a_job_with_no_process_is_nothing_to_watch() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty");
+    fs::create_dir_all(empty.join("proc")).unwrap();
+    fs::create_dir_all(empty.join("sys")).unwrap();
+    let out = dir.path().join("out/node.ndjson");
+    let t = Instant::now();
+    let mut probe = bin()
+        .args([
+            "--job",
+            "4242",
+            "--interval",
+            "0.3",
+            "--no-perf",
+            "--proc-root",
+        ])
+        .arg(empty.join("proc"))
+        .arg("--sys-root")
+        .arg(empty.join("sys"))
+        .arg("--out")
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let st = wait_for(&mut probe, 10);
+    let (_, err) = read_all(&mut probe);
+    assert_eq!(st.code(), Some(1), "{err}");
+    assert!(err.contains("nothing to watch"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs_f64(0.3 + 1.5));
+    assert!(!out.exists(), "no file, no sample");
+    // The real /proc: no process carries this job id.
+    let o = run(&["--job", "987654321", "--interval", "0.2", "--no-perf"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(o.stdout.is_empty(), "{}", show(&o));
+}
+
+#[test]
+fn a_missing_pid_writes_nothing() {
+    let o = run(&["--pid", "2147483646", "--samples", "3"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(o.stdout.is_empty(), "{}", show(&o));
+}
+
+#[test]
+fn a_job_whose_processes_are_gone_ends_with_0() {
+    // No cgroup: the job is matched through environ, and ends when its
+    // last process is gone (without --until-gone).
+    let d = tempfile::tempdir().unwrap();
+    let proc_root = d.path().join("proc");
+    let p = proc_root.join("300");
+    fs::create_dir_all(&p).unwrap();
+    fs::write(
+        p.join("stat"),
+        "300 (worker) S 1 300 300 0 -1 0 0 0 0 0 50 0 0 0 20 0 1 0 5 1000 25 0 0 0\n",
+    )
+    .unwrap();
+    fs::write(p.join("environ"), "SLURM_JOB_ID=5\0").unwrap();
+    fs::create_dir_all(d.path().join("sys")).unwrap();
+    let mut probe = bin()
+        .args([
+            "--job",
+            "5",
+            "--interval",
+            "0.05",
+            "--no-perf",
+            "--proc-root",
+        ])
+        .arg(&proc_root)
+        .arg("--sys-root")
+        .arg(d.path().join("sys"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out_thread = {
+        let mut so = probe.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            so.read_to_string(&mut s).unwrap();
+            s
+        })
+    };
+    std::thread::sleep(Duration::from_millis(400));
+    fs::remove_dir_all(&p).unwrap();
+    let st = wait_for(&mut probe, 10);
+    assert_eq!(st.code(), Some(0));
+    let recs = records(&out_thread.join().unwrap());
+    let s = samples(&recs);
+    assert!(s.len() >= 2);
+    assert_eq!(s[0]["procs"], 1);
+    assert_eq!(s.last().unwrap()["procs"], 0);
+}
+
+#[test]
+fn a_full_stderr_never_panics() {
+    let full = || {
+        fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    for (args, code) in [
+        (vec!["--pid", "2147483646"], 1),
+        (vec!["--bogus"], 2),
+        (vec!["--", "/nonexistent/cmd"], 1),
+        (vec!["--job", "987654321", "--interval", "0.05"], 1),
+    ] {
+        let o = bin()
+            .args(&args)
+            .stdin(Stdio::null())
+            .stderr(full())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", show(&o));
+    }
+}
+
+/// Runs `hpc-monitor ARGS` for `job` with a spool under `spool`. Its
+/// stderr goes through a file: the probe it leaves running in the
+/// background would hold a pipe open.
+fn monitor(spool: &Path, job: &str, args: &[&str]) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bin-wrappers/hpc-monitor");
+    let mut err = tempfile::tempfile().unwrap();
+    let status = Command::new("sh")
+        .arg(&script)
+        .args(args)
+        .env("SLURM_JOB_ID", job)
+        .env("SLURM_JOB_NUM_NODES", "1")
+        .env("SLURMD_NODENAME", "node7")
+        .env("HPC_SIZER_SPOOL", spool)
+        .env("HPC_PROBE", env!("CARGO_BIN_EXE_hpc-probe"))
+        .env("HPC_MONITOR_WAIT", "5")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err.try_clone().unwrap())
+        .status()
+        .unwrap();
+    let mut stderr = Vec::new();
+    use std::io::Seek;
+    err.rewind().unwrap();
+    err.read_to_end(&mut stderr).unwrap();
+    Output {
+        status,
+        stdout: Vec::new(),
+        stderr,
+    }
+}
+
+#[test]
+fn hpc_monitor_refuses_a_second_start_and_reports_a_failed_probe() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    let job = format!("78{}", std::process::id());
+    // A process of the job that outlives the monitor's own shell.
+    let mut work = Command::new("sleep")
+        .arg("60")
+        .env("SLURM_JOB_ID", &job)
+        .spawn()
+        .unwrap();
+    let o = monitor(&spool, &job, &["start", "--interval", "0.1", "--no-perf"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let file = spool.join(&job).join("node7.ndjson");
+    let pids = spool.join(&job).join(".monitor.pids");
+    let pid = fs::read_to_string(&pids).unwrap().trim().to_string();
+    assert_eq!(meta_of(&file, 1)["probe_pid"].to_string(), pid);
+    let o = monitor(&spool, &job, &["start", "--interval", "0.1", "--no-perf"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("already running"),
+        "{}",
+        show(&o)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let o = monitor(&spool, &job, &["stop"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let recs = records(&fs::read_to_string(&file).unwrap());
+    assert_eq!(recs.iter().filter(|r| r["kind"] == "meta").count(), 1);
+    assert!(samples(&recs).len() >= 3);
+    assert!(!pids.exists());
+
+    // A probe that fails at once (a bad flag) fails the start.
+    let o = monitor(&spool, &job, &["start", "--bogus"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(!pids.exists());
+    // So does one refused by the lock of a probe started by hand.
+    let mut by_hand = bin()
+        .args(["--job", &job, "--interval", "0.1", "--no-perf", "--out"])
+        .arg(&file)
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while meta_of(&file, 10)["probe_pid"] != by_hand.id() {
+        assert!(Instant::now() < end, "the probe by hand did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = monitor(&spool, &job, &["start", "--interval", "0.1", "--no-perf"]);
+    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("another hpc-probe"),
+        "{}",
+        show(&o)
+    );
+    sigterm(by_hand.id());
+    assert!(wait_for(&mut by_hand, 10).success());
+    work.kill().unwrap();
+    work.wait().unwrap();
+}

@@ -490,3 +490,95 @@ fn environ_fallback_finds_job_processes_without_cgroup() {
     assert_eq!(a.procs, Some(1), "only pid 200 carries SLURM_JOB_ID=9");
     assert_eq!(a.cpu_user_s, Some(0.1));
 }
+
+/// A `/proc/PID/stat` line with every counter the sampler sums set.
+fn big_stat(pid: u32, ticks: u64, child_ticks: i64, threads: i64, rss: i64) -> String {
+    format!(
+        "{pid} (big one) R 1 {pid} {pid} 0 -1 0 0 0 0 0 {ticks} {ticks} {child_ticks} {child_ticks} 20 0 {threads} 0 {pid} 1000 {rss} 0 0\n"
+    )
+}
+
+#[test]
+fn counters_near_u64_max_saturate_and_never_panic() {
+    // Real-shaped files with values no kernel gives but a broken one or a
+    // crafted tree can: every sum the sampler makes would overflow (and a
+    // debug build panic) without saturation.
+    let d = tempfile::tempdir().unwrap();
+    let proc_root = d.path().join("proc");
+    let status = fs::read_to_string(fixtures().join("proc/26231/status"))
+        .unwrap()
+        .replace("VmHWM:\t    8028 kB", "VmHWM:\t18446744073709551615 kB")
+        .replace("VmSwap:\t       0 kB", "VmSwap:\t18446744073709551615 kB");
+    assert!(status.contains("VmHWM:\t18446744073709551615 kB"));
+    let io = "rchar: 1\nwchar: 1\nsyscr: 1\nsyscw: 1\n\
+              read_bytes: 18446744073709551615\nwrite_bytes: 18446744073709551615\n\
+              cancelled_write_bytes: 0\n";
+    for pid in [500u32, 501] {
+        let p = proc_root.join(pid.to_string());
+        write(
+            &p.join("stat"),
+            &big_stat(pid, u64::MAX - 10, i64::MAX, i64::from(i32::MAX), i64::MAX),
+        );
+        write(&p.join("status"), &status);
+        write(&p.join("io"), io);
+        write(&p.join("smaps_rollup"), "Pss:  18446744073709551615 kB\n");
+        write(&p.join("environ"), "SLURM_JOB_ID=77\0");
+    }
+    let mut cfg = config(
+        &proc_root,
+        Watch::Job {
+            id: "77".into(),
+            cgroup: None,
+        },
+    );
+    cfg.pss = true;
+    let mut s = Sampler::new(cfg, NodeSources::default());
+    let a = s.sample(0.0, 0.0, None);
+    assert_eq!(a.procs, Some(2));
+    let huge = u64::MAX as f64 / 100.0;
+    assert!(close(a.cpu_user_s.unwrap(), huge, huge * 1e-9), "{a:?}");
+    assert!(a.rss_mb.unwrap().is_finite() && a.rss_mb.unwrap() > 0.0);
+    assert!(a.read_mb.unwrap() > 0.0 && a.pss_mb.unwrap() > 0.0);
+    assert!(a.hwm_mb.unwrap() > 0.0 && a.swap_mb.unwrap() > 0.0);
+    // One process ends: its counters join the dead totals.
+    fs::remove_dir_all(proc_root.join("501")).unwrap();
+    let b = s.sample(1.0, 1.0, None);
+    assert_eq!(b.procs, Some(1));
+    assert!(b.cpu_user_s.unwrap() >= a.cpu_user_s.unwrap());
+    assert_eq!(b.cpu_cores, Some(0.0));
+
+    // Node counters: two NUMA nodes and two RAPL packages whose deltas
+    // add up past u64::MAX.
+    let sys_root = d.path().join("sys");
+    let numastat = |hit: u64| {
+        format!("numa_hit {hit}\nnuma_miss {hit}\nnuma_foreign 0\ninterleave_hit 0\nlocal_node 0\nother_node 0\n")
+    };
+    let rapl = |n: u32| sys_root.join(format!("class/powercap/intel-rapl:{n}"));
+    for n in 0..2 {
+        write(
+            &sys_root.join(format!("devices/system/node/node{n}/numastat")),
+            &numastat(0),
+        );
+        write(&rapl(n).join("name"), &format!("package-{n}\n"));
+        write(&rapl(n).join("energy_uj"), "0\n");
+        write(
+            &rapl(n).join("max_energy_range_uj"),
+            &format!("{}\n", u64::MAX),
+        );
+    }
+    let node = NodeSources::discover(&proc_root, &sys_root);
+    assert_eq!((node.numa.len(), node.rapl.len()), (2, 2));
+    let mut buf = Vec::new();
+    let first = node.read(&mut buf);
+    for n in 0..2 {
+        write(
+            &sys_root.join(format!("devices/system/node/node{n}/numastat")),
+            &numastat(u64::MAX),
+        );
+        write(&rapl(n).join("energy_uj"), &format!("{}\n", u64::MAX));
+    }
+    let second = node.read(&mut buf);
+    let r = node.rates(&first, &second, 1.0);
+    assert!(close(r.numa_miss_rate.unwrap(), 0.5, 1e-9));
+    assert!(r.energy_j.unwrap() > 0.0);
+}
