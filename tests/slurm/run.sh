@@ -283,6 +283,9 @@ cat >"$work/job-a.sh" <<'EOF'
 #SBATCH --mem=1G
 #SBATCH --ntasks=1
 hpc-monitor start --interval 1
+echo "first start exit $?"
+hpc-monitor start --interval 1
+echo "second start exit $?"
 python3 -c '
 import time
 block = b"\1" * (300 << 20)   # 300 MiB, every page written
@@ -325,6 +328,14 @@ node_file=$HPC_SIZER_SPOOL/$job_a/$host.ndjson
 check "node file $node_file has a meta record" json_has "$node_file" 'r.get("kind") == "meta"'
 nsamples=$(grep -c '"kind":"sample"' "$node_file" 2>/dev/null)
 check "node file has samples ($nsamples)" [ "${nsamples:-0}" -ge 3 ]
+check "hpc-monitor started once in job (a) exits 0" grep -q "first start exit 0" "$work/a-$job_a.out"
+check "a second hpc-monitor start in the same job is refused (exit 1)" grep -q "second start exit 1" "$work/a-$job_a.out"
+check "... so the node file has one meta and only whole JSON lines" python3 -c '
+import json, sys
+lines = open(sys.argv[1]).read().split("\n")
+records = [json.loads(l) for l in lines if l]
+assert sum(r.get("kind") == "meta" for r in records) == 1
+' "$node_file"
 
 fin_out=$(timeout 120 hpc-finalize "$job_a" --db "$DB" 2>&1)
 rc=$?
