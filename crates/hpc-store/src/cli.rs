@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use argh::FromArgs;
 use hpc_core::ndjson::{open_input, Rejects};
-use hpc_core::store::{JobFilter, Store};
 use hpc_core::{paths, slurm, Error, Result};
+use hpc_db::{JobFilter, Store};
 
 use crate::report::{self, By, Format};
 use crate::{
@@ -270,7 +270,7 @@ pub fn filter(
 ) -> Result<JobFilter> {
     let mut since = since.map(parse_date).transpose()?;
     if let Some(d) = days {
-        let from = hpc_core::store::now_epoch() - i64::from(d) * 86400;
+        let from = hpc_db::now_epoch() - i64::from(d) * 86400;
         since = Some(since.map_or(from, |s| s.max(from)));
     }
     Ok(JobFilter {
@@ -396,7 +396,13 @@ pub fn main(args: Args) -> Result<()> {
                 a.days,
             )?;
             let mut out = io::BufWriter::new(io::stdout().lock());
-            store_flags(&existing(&path)?, &f, a.jobs, format, &mut out)
+            Ok(store_flags(
+                &existing(&path)?,
+                &f,
+                a.jobs,
+                format,
+                &mut out,
+            )?)
         }
         Cmd::History(h) => {
             let format: Format = h.format.parse().map_err(Error::Usage)?;
@@ -408,7 +414,7 @@ pub fn main(args: Args) -> Result<()> {
                 h.days,
             )?;
             let mut out = io::BufWriter::new(io::stdout().lock());
-            history(&existing(&path)?, &h.tool, &f, format, &mut out)
+            Ok(history(&existing(&path)?, &h.tool, &f, format, &mut out)?)
         }
         Cmd::Export(e) => {
             let f = filter(
@@ -425,7 +431,7 @@ pub fn main(args: Args) -> Result<()> {
 
 /// Opens the database, which must exist, for reading only.
 fn existing(path: &std::path::Path) -> Result<Store> {
-    Store::open_read(path)
+    Ok(Store::open_read(path)?)
 }
 
 /// The `--kind` list of dump: known kinds, each once, in the order given.

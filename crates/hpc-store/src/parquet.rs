@@ -12,8 +12,8 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use hpc_core::store::{JobFilter, Store};
 use hpc_core::{Error, IoContext, Result};
+use hpc_db::{JobFilter, Store};
 use polars::io::parquet::write::BatchedWriter;
 use polars::prelude::{
     col, len, lit, when, Column, DataFrame, DataType, Expr, HiveOptions, IntoColumn, LazyFrame,

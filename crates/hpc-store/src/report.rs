@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 
-use hpc_core::store::{JobFilter, Store};
 use hpc_core::{Error, IoContext, Result};
+use hpc_db::{JobFilter, Store};
 use serde_json::{Map, Value};
 
 /// What a report groups by.
@@ -250,7 +250,7 @@ impl Sums {
 }
 
 /// The raw rows from the SQLite store.
-pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> Result<Vec<RawRow>> {
+pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> hpc_db::Result<Vec<RawRow>> {
     let (cond, ps) = filter.sql();
     let key = match by {
         By::Tool => TOOL_SQL,

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use hpc_core::store::{JobFilter, Store};
+use hpc_db::{JobFilter, Store};
 use hpc_store::parquet::{export, parquet_rows};
 use hpc_store::report::{finish, sqlite_rows, By, Groups, Row};
 
