@@ -386,10 +386,10 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> hpc_db::Result
     match store.mark("last_ingest")? {
         Some((v, at)) => writeln!(
             out,
-            "last harvest: {} ({v})",
+            "last ingest: {} ({v})",
             hpc_core::slurm::Timestamp { epoch: at }.to_rfc3339()
         )?,
-        None => writeln!(out, "last harvest: never")?,
+        None => writeln!(out, "last ingest: never")?,
     }
     Ok(())
 }
