@@ -1,10 +1,11 @@
 //! Efficiency reports: jobs, CPU, memory and GPU hours, efficiencies and
 //! waste, grouped by user, account, group, partition, node, state or tool.
 //!
-//! Both back ends (SQLite here, Parquet in [`crate::parquet`]) produce the
-//! same [`Partial`] sums per raw key; [`finish`] maps raw keys to report
-//! keys (a user to its group, a node list to its nodes) and computes the
-//! efficiencies from the sums, so the two give the same table.
+//! Both back ends (SQLite here, Parquet in the `parquet` module of the
+//! `parquet` feature) produce the same [`Partial`] sums per raw key;
+//! [`finish`] maps raw keys to report keys (a user to its group, a node list
+//! to its nodes) and computes the efficiencies from the sums, so the two
+//! give the same table.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
