@@ -35,6 +35,14 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test"
 cargo test --workspace --locked
 
+step "SQLite only in hpc-db, hpc-ingest and hpc-store (cargo tree)"
+for c in hpc-core hpc-probe hpc-flags hpc-merge; do
+  if cargo tree --locked -p "$c" | grep -q rusqlite; then echo "$c depends on rusqlite" >&2; exit 1; fi
+done
+
+step "cargo doc (warnings denied)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
+
 step "man pages (mandoc -T lint)"
 for m in man/*.1; do
   mandoc -T lint -W warning "$m"

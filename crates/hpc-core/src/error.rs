@@ -15,16 +15,6 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// A bad value in one input line.
-    #[error("line {line}: {field}: {reason}")]
-    Parse {
-        /// 1-based input line number.
-        line: u64,
-        /// The field (column) that failed.
-        field: String,
-        /// Why it failed.
-        reason: String,
-    },
     /// Wrong arguments or options.
     #[error("{0}")]
     Usage(String),
@@ -39,10 +29,10 @@ pub enum Error {
     /// Any other failure, described in one line.
     #[error("{0}")]
     Other(String),
-    /// A SQLite failure.
-    #[cfg(feature = "sqlite")]
+    /// A failure of the history database (hpc-db builds it from a SQLite
+    /// error, boxed so that this crate does not depend on SQLite).
     #[error("database: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Database(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl From<io::Error> for Error {

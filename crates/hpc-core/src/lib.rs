@@ -8,18 +8,20 @@
 //! - [`slurm`]: parsing of SLURM values (memory, durations, timestamps,
 //!   job ids, states, TRES);
 //! - [`paths`]: default locations and private, atomic writes;
-//! - [`error`]: the error type, exit codes and [`run_main`];
-//! - `store` (feature `sqlite`): the SQLite history database.
+//! - [`num`]: rounding of written values, sums of values that may be absent;
+//! - [`error`]: the error type, exit codes and [`run_main`].
+//!
+//! The SQLite history database is the separate crate `hpc-db`, so that the
+//! tools that do not use it do not compile SQLite.
 #![deny(missing_docs)]
 
 pub mod cli;
 pub mod csvio;
 pub mod error;
 pub mod ndjson;
+pub mod num;
 pub mod paths;
 pub mod record;
 pub mod slurm;
-#[cfg(feature = "sqlite")]
-pub mod store;
 
 pub use error::{run_main, Error, Exit, IoContext, Result};

@@ -6,11 +6,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// The kinds of record the tools exchange.
-pub const KINDS: [&str; 7] = [
-    "meta", "sample", "job", "summary", "flag", "analysis", "rec",
-];
-
 /// One SLURM job as the accounting database knows it, with its steps merged
 /// and the derived efficiencies and waste.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use argh::FromArgs;
 use hpc_core::ndjson::open_input;
 use hpc_core::slurm::Zone;
-use hpc_core::store::Store;
 use hpc_core::{paths, Error, Result};
+use hpc_db::Store;
 
 use crate::sacct::{ParseOpts, SACCT_FIELDS};
 use crate::{report, run, Input, Opts, Sink};

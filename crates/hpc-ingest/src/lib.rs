@@ -13,8 +13,8 @@ use std::io::{BufRead, Write};
 
 use hpc_core::ndjson::{LineReader, Rejects};
 use hpc_core::record::{tag_into, Job};
-use hpc_core::store::Store;
 use hpc_core::Result;
+use hpc_db::Store;
 
 use sacct::{Columns, Notes, ParseOpts, Parsed, Pending};
 

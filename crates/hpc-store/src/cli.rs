@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use argh::FromArgs;
 use hpc_core::ndjson::{open_input, Rejects};
-use hpc_core::store::{JobFilter, Store};
 use hpc_core::{paths, slurm, Error, Result};
+use hpc_db::{JobFilter, Store};
 
 use crate::report::{self, By, Format};
 use crate::{
@@ -45,142 +45,121 @@ pub enum Cmd {
     Export(ExportArgs),
 }
 
-/// The job filters every reading command takes.
-#[derive(FromArgs, Debug)]
-/// Efficiency report: jobs, CPU, memory and GPU hours, efficiencies and
-/// waste, by user, account, group, partition, node, state or tool.
-#[argh(subcommand, name = "report")]
-pub struct ReportArgs {
-    /// group by: user, account, group, partition, node, state, tool (default user)
-    #[argh(option, default = "String::from(\"user\")")]
-    pub by: String,
+/// Declares the argument struct of a subcommand that reads jobs: its own
+/// fields, then the five job filter flags (`--days`, `--since`, `--until`,
+/// `--user`, `--partition`), written once here since argh cannot flatten
+/// one struct into another. Each such struct also gets `filter()`, its
+/// flags as a [`JobFilter`]. The own fields are passed through as written
+/// (token trees, so that argh sees `Option<...>` and `bool` as such) and
+/// must end with a comma.
+macro_rules! with_job_filters {
+    (
+        $(#[$($attr:tt)*])*
+        pub struct $name:ident { $($fields:tt)* }
+    ) => {
+        $(#[$($attr)*])*
+        pub struct $name {
+            $($fields)*
 
-    /// output: table, csv, ndjson, md (default table)
-    #[argh(option, default = "String::from(\"table\")")]
-    pub format: String,
+            /// jobs that ended in the last N days
+            #[argh(option)]
+            pub days: Option<u32>,
 
-    /// user-to-group mapping file (default $HPC_SIZER_GROUPS, else $XDG_CONFIG_HOME/hpc-sizer/groups)
-    #[argh(option)]
-    pub groups: Option<PathBuf>,
+            /// jobs that ended on or after this date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS, UTC)
+            #[argh(option)]
+            pub since: Option<String>,
 
-    /// read a Parquet dataset written by export instead of the database
-    #[argh(option)]
-    pub parquet: Option<PathBuf>,
+            /// jobs that ended before this date
+            #[argh(option)]
+            pub until: Option<String>,
 
-    /// jobs that ended in the last N days
-    #[argh(option)]
-    pub days: Option<u32>,
+            /// only this user's jobs
+            #[argh(option)]
+            pub user: Option<String>,
 
-    /// jobs that ended on or after this date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS, UTC)
-    #[argh(option)]
-    pub since: Option<String>,
+            /// only this partition's jobs
+            #[argh(option)]
+            pub partition: Option<String>,
+        }
 
-    /// jobs that ended before this date
-    #[argh(option)]
-    pub until: Option<String>,
-
-    /// only this user's jobs
-    #[argh(option)]
-    pub user: Option<String>,
-
-    /// only this partition's jobs
-    #[argh(option)]
-    pub partition: Option<String>,
+        impl $name {
+            /// The jobs the filter flags select.
+            pub fn filter(&self) -> Result<JobFilter> {
+                filter(
+                    self.user.clone(),
+                    self.partition.clone(),
+                    self.since.as_deref(),
+                    self.until.as_deref(),
+                    self.days,
+                )
+            }
+        }
+    };
 }
 
-#[derive(FromArgs, Debug)]
-/// Flag counts and the flagged jobs.
-#[argh(subcommand, name = "flags")]
-pub struct FlagsArgs {
-    /// output: table, csv, ndjson, md (default table)
-    #[argh(option, default = "String::from(\"table\")")]
-    pub format: String,
+with_job_filters! {
+    #[derive(FromArgs, Debug)]
+    /// Efficiency report: jobs, CPU, memory and GPU hours, efficiencies and
+    /// waste, by user, account, group, partition, node, state or tool.
+    #[argh(subcommand, name = "report")]
+    pub struct ReportArgs {
+        /// group by: user, account, group, partition, node, state, tool (default user)
+        #[argh(option, default = "String::from(\"user\")")]
+        pub by: String,
 
-    /// list the flagged jobs, not only the counts
-    #[argh(switch)]
-    pub jobs: bool,
+        /// output: table, csv, ndjson, md (default table)
+        #[argh(option, default = "String::from(\"table\")")]
+        pub format: String,
 
-    /// jobs that ended in the last N days
-    #[argh(option)]
-    pub days: Option<u32>,
+        /// user-to-group mapping file (default $HPC_SIZER_GROUPS, else $XDG_CONFIG_HOME/hpc-sizer/groups)
+        #[argh(option)]
+        pub groups: Option<PathBuf>,
 
-    /// jobs that ended on or after this date
-    #[argh(option)]
-    pub since: Option<String>,
-
-    /// jobs that ended before this date
-    #[argh(option)]
-    pub until: Option<String>,
-
-    /// only this user's jobs
-    #[argh(option)]
-    pub user: Option<String>,
-
-    /// only this partition's jobs
-    #[argh(option)]
-    pub partition: Option<String>,
+        /// read a Parquet dataset written by export instead of the database
+        #[argh(option)]
+        pub parquet: Option<PathBuf>,
+    }
 }
 
-#[derive(FromArgs, Debug)]
-/// Per-tool distribution of peak memory, CPU efficiency and elapsed time.
-#[argh(subcommand, name = "history")]
-pub struct HistoryArgs {
-    /// the tool (from analysis records, else the job name)
-    #[argh(option)]
-    pub tool: String,
+with_job_filters! {
+    #[derive(FromArgs, Debug)]
+    /// Flag counts and the flagged jobs.
+    #[argh(subcommand, name = "flags")]
+    pub struct FlagsArgs {
+        /// output: table, csv, ndjson, md (default table)
+        #[argh(option, default = "String::from(\"table\")")]
+        pub format: String,
 
-    /// output: table, csv, ndjson, md (default table)
-    #[argh(option, default = "String::from(\"table\")")]
-    pub format: String,
-
-    /// jobs that ended in the last N days
-    #[argh(option)]
-    pub days: Option<u32>,
-
-    /// jobs that ended on or after this date
-    #[argh(option)]
-    pub since: Option<String>,
-
-    /// jobs that ended before this date
-    #[argh(option)]
-    pub until: Option<String>,
-
-    /// only this user's jobs
-    #[argh(option)]
-    pub user: Option<String>,
-
-    /// only this partition's jobs
-    #[argh(option)]
-    pub partition: Option<String>,
+        /// list the flagged jobs, not only the counts
+        #[argh(switch)]
+        pub jobs: bool,
+    }
 }
 
-#[derive(FromArgs, Debug)]
-/// Write the jobs as date-partitioned Parquet (end_date=YYYY-MM-DD/).
-#[argh(subcommand, name = "export")]
-pub struct ExportArgs {
-    /// the dataset folder
-    #[argh(option)]
-    pub parquet: PathBuf,
+with_job_filters! {
+    #[derive(FromArgs, Debug)]
+    /// Per-tool distribution of peak memory, CPU efficiency and elapsed time.
+    #[argh(subcommand, name = "history")]
+    pub struct HistoryArgs {
+        /// the tool (from analysis records, else the job name)
+        #[argh(option)]
+        pub tool: String,
 
-    /// jobs that ended in the last N days
-    #[argh(option)]
-    pub days: Option<u32>,
+        /// output: table, csv, ndjson, md (default table)
+        #[argh(option, default = "String::from(\"table\")")]
+        pub format: String,
+    }
+}
 
-    /// jobs that ended on or after this date
-    #[argh(option)]
-    pub since: Option<String>,
-
-    /// jobs that ended before this date
-    #[argh(option)]
-    pub until: Option<String>,
-
-    /// only this user's jobs
-    #[argh(option)]
-    pub user: Option<String>,
-
-    /// only this partition's jobs
-    #[argh(option)]
-    pub partition: Option<String>,
+with_job_filters! {
+    #[derive(FromArgs, Debug)]
+    /// Write the jobs as date-partitioned Parquet (end_date=YYYY-MM-DD/).
+    #[argh(subcommand, name = "export")]
+    pub struct ExportArgs {
+        /// the dataset folder
+        #[argh(option)]
+        pub parquet: PathBuf,
+    }
 }
 
 #[derive(FromArgs, Debug)]
@@ -207,37 +186,19 @@ pub struct PutArgs {
 }
 
 #[derive(FromArgs, Debug)]
-/// Show job counts, date range, MaxRSS coverage, last harvest and size.
+/// Show job counts, date range, MaxRSS coverage, last ingest and size.
 #[argh(subcommand, name = "status")]
 pub struct StatusArgs {}
 
-#[derive(FromArgs, Debug)]
-/// Write stored records as NDJSON.
-#[argh(subcommand, name = "dump")]
-pub struct DumpArgs {
-    /// kinds to write, comma-separated: job, summary, flag, sample, other (default job)
-    #[argh(option, default = "String::from(\"job\")")]
-    pub kind: String,
-
-    /// only this user's jobs
-    #[argh(option)]
-    pub user: Option<String>,
-
-    /// only this partition's jobs
-    #[argh(option)]
-    pub partition: Option<String>,
-
-    /// jobs that ended on or after this date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS, UTC)
-    #[argh(option)]
-    pub since: Option<String>,
-
-    /// jobs that ended before this date
-    #[argh(option)]
-    pub until: Option<String>,
-
-    /// jobs that ended in the last N days
-    #[argh(option)]
-    pub days: Option<u32>,
+with_job_filters! {
+    #[derive(FromArgs, Debug)]
+    /// Write stored records as NDJSON.
+    #[argh(subcommand, name = "dump")]
+    pub struct DumpArgs {
+        /// kinds to write, comma-separated: job, summary, flag, sample, other (default job)
+        #[argh(option, default = "String::from(\"job\")")]
+        pub kind: String,
+    }
 }
 
 /// Parses a date or date-time (UTC) into epoch seconds.
@@ -270,7 +231,7 @@ pub fn filter(
 ) -> Result<JobFilter> {
     let mut since = since.map(parse_date).transpose()?;
     if let Some(d) = days {
-        let from = hpc_core::store::now_epoch() - i64::from(d) * 86400;
+        let from = hpc_db::now_epoch() - i64::from(d) * 86400;
         since = Some(since.map_or(from, |s| s.max(from)));
     }
     Ok(JobFilter {
@@ -341,13 +302,7 @@ pub fn main(args: Args) -> Result<()> {
         }
         Cmd::Dump(d) => {
             let kinds = dump_kinds(&d.kind)?;
-            let f = filter(
-                d.user,
-                d.partition,
-                d.since.as_deref(),
-                d.until.as_deref(),
-                d.days,
-            )?;
+            let f = d.filter()?;
             let store = existing(&path)?;
             let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
             dump(&store, &kinds, &f, &mut out)?;
@@ -356,13 +311,7 @@ pub fn main(args: Args) -> Result<()> {
         Cmd::Report(r) => {
             let by: By = r.by.parse().map_err(Error::Usage)?;
             let format: Format = r.format.parse().map_err(Error::Usage)?;
-            let f = filter(
-                r.user,
-                r.partition,
-                r.since.as_deref(),
-                r.until.as_deref(),
-                r.days,
-            )?;
+            let f = r.filter()?;
             let groups = match group_file(r.groups) {
                 // A bad mapping file is a usage error, like a bad --config.
                 Some(p) if by == By::Group => {
@@ -388,36 +337,24 @@ pub fn main(args: Args) -> Result<()> {
         }
         Cmd::Flags(a) => {
             let format: Format = a.format.parse().map_err(Error::Usage)?;
-            let f = filter(
-                a.user,
-                a.partition,
-                a.since.as_deref(),
-                a.until.as_deref(),
-                a.days,
-            )?;
+            let f = a.filter()?;
             let mut out = io::BufWriter::new(io::stdout().lock());
-            store_flags(&existing(&path)?, &f, a.jobs, format, &mut out)
+            Ok(store_flags(
+                &existing(&path)?,
+                &f,
+                a.jobs,
+                format,
+                &mut out,
+            )?)
         }
         Cmd::History(h) => {
             let format: Format = h.format.parse().map_err(Error::Usage)?;
-            let f = filter(
-                h.user,
-                h.partition,
-                h.since.as_deref(),
-                h.until.as_deref(),
-                h.days,
-            )?;
+            let f = h.filter()?;
             let mut out = io::BufWriter::new(io::stdout().lock());
-            history(&existing(&path)?, &h.tool, &f, format, &mut out)
+            Ok(history(&existing(&path)?, &h.tool, &f, format, &mut out)?)
         }
         Cmd::Export(e) => {
-            let f = filter(
-                e.user,
-                e.partition,
-                e.since.as_deref(),
-                e.until.as_deref(),
-                e.days,
-            )?;
+            let f = e.filter()?;
             export(&existing(&path)?, &e.parquet, &f)
         }
     }
@@ -425,7 +362,7 @@ pub fn main(args: Args) -> Result<()> {
 
 /// Opens the database, which must exist, for reading only.
 fn existing(path: &std::path::Path) -> Result<Store> {
-    Store::open_read(path)
+    Ok(Store::open_read(path)?)
 }
 
 /// The `--kind` list of dump: known kinds, each once, in the order given.

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use hpc_core::ndjson::{LineReader, Rejects};
 use hpc_core::paths::shown;
 use hpc_core::record::{peek_kind, tag_into};
-use hpc_core::store::{JobFilter, PutError, PutStats, Store};
 use hpc_core::{Error, IoContext, Result};
+use hpc_db::{JobFilter, PutError, PutStats, Store};
 
 /// What `put` did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +115,7 @@ fn write_batch(
     source: Option<&str>,
     batch: &[Pending],
     rejects: &mut Rejects,
-) -> Result<PutStats> {
+) -> hpc_db::Result<PutStats> {
     let mut w = store.writer()?;
     for line in batch {
         let outcome = match peek_kind(&line.text) {
@@ -306,9 +306,9 @@ fn move_no_clobber(path: &Path, dir: &Path) -> Result<PathBuf> {
 }
 
 /// Writes the `status` lines.
-pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> Result<()> {
+pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> hpc_db::Result<()> {
     let c = store.conn();
-    let one = |sql: &str| -> Result<i64> {
+    let one = |sql: &str| -> hpc_db::Result<i64> {
         Ok(c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))?
             .unwrap_or(0))
     };
@@ -318,7 +318,7 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> Result<()> {
         "SELECT count(*) FROM jobs WHERE is_final = 1 AND start_ts IS NOT NULL AND max_rss_mb IS NOT NULL",
     )?;
     let ran = one("SELECT count(*) FROM jobs WHERE is_final = 1 AND start_ts IS NOT NULL")?;
-    let stamp = |sql: &str| -> Result<Option<String>> {
+    let stamp = |sql: &str| -> hpc_db::Result<Option<String>> {
         let epoch: Option<i64> = c.query_row(sql, [], |r| r.get(0))?;
         Ok(epoch.map(|epoch| hpc_core::slurm::Timestamp { epoch }.to_rfc3339()))
     };
@@ -386,10 +386,10 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> Result<()> {
     match store.mark("last_ingest")? {
         Some((v, at)) => writeln!(
             out,
-            "last harvest: {} ({v})",
+            "last ingest: {} ({v})",
             hpc_core::slurm::Timestamp { epoch: at }.to_rfc3339()
         )?,
-        None => writeln!(out, "last harvest: never")?,
+        None => writeln!(out, "last ingest: never")?,
     }
     Ok(())
 }
@@ -404,7 +404,7 @@ pub fn dump(
     kinds: &[String],
     filter: &JobFilter,
     out: &mut dyn Write,
-) -> Result<u64> {
+) -> hpc_db::Result<u64> {
     let mut n = 0;
     let mut buf = Vec::with_capacity(1024);
     for kind in kinds {
@@ -448,7 +448,8 @@ pub fn dump(
                 return Err(Error::Usage(format!(
                     "unknown kind '{other}' (one of {})",
                     DUMP_KINDS.join(", ")
-                )))
+                ))
+                .into())
             }
         }
     }
@@ -464,7 +465,7 @@ pub fn store_flags(
     jobs: bool,
     format: report::Format,
     out: &mut dyn Write,
-) -> Result<()> {
+) -> hpc_db::Result<()> {
     use report::Cell;
     let (cond, ps) = filter.sql();
     let filtered = !filter.is_empty();
@@ -508,7 +509,7 @@ pub fn store_flags(
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    report::write_table(out, "flag_count", cols, &rows, format)
+    Ok(report::write_table(out, "flag_count", cols, &rows, format)?)
 }
 
 /// `history`: the distribution of peak memory, CPU efficiency and elapsed
@@ -519,7 +520,7 @@ pub fn history(
     filter: &JobFilter,
     format: report::Format,
     out: &mut dyn Write,
-) -> Result<()> {
+) -> hpc_db::Result<()> {
     use report::{quantile, Cell};
     let (cond, mut ps) = filter.sql();
     ps.push(rusqlite::types::Value::Text(tool.to_string()));
@@ -555,7 +556,7 @@ pub fn history(
         row.push(Cell::Num(mean, 1));
         table.push(row);
     }
-    report::write_table(
+    Ok(report::write_table(
         out,
         "history",
         &[
@@ -563,5 +564,5 @@ pub fn history(
         ],
         &table,
         format,
-    )
+    )?)
 }

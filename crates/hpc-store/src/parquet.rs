@@ -12,14 +12,14 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use hpc_core::store::{JobFilter, Store};
 use hpc_core::{Error, IoContext, Result};
+use hpc_db::{JobFilter, Store};
 use polars::io::parquet::write::BatchedWriter;
 use polars::prelude::{
     col, len, lit, when, Column, DataFrame, DataType, Expr, HiveOptions, IntoColumn, LazyFrame,
     NamedFrom, ParquetWriter, PlRefPath, PolarsError, ScanArgsParquet, Series, NULL,
 };
-use rusqlite::types::ValueRef;
+use rusqlite::types::{Value, ValueRef};
 
 use crate::report::{raw_key_sql, By, Partial, RawRow, TOOL_SQL};
 
@@ -169,76 +169,149 @@ impl Buf {
     }
 }
 
-/// One partition file being written: a private temporary file beside the
-/// final name, renamed over it when complete and removed if abandoned.
-struct PartFile {
-    tmp: PathBuf,
-    dest: PathBuf,
-    writer: Option<BatchedWriter<BufWriter<fs::File>>>,
-    /// The same open file, to sync it once written.
-    file: Option<fs::File>,
+/// The rows being exported, gathered column by column until a batch (a
+/// row group) is written.
+struct Batch {
+    bufs: Vec<Buf>,
+    held: usize,
+    /// The UTC day (days since the epoch) of the partition being written;
+    /// None for jobs without an end.
+    day: Option<i64>,
+    /// Where `end_ts` and `job_id_raw` are among [`COLUMNS`].
+    end_col: usize,
+    id_col: usize,
 }
 
-impl PartFile {
-    fn create(dir: &Path, partition: &str) -> Result<PartFile> {
-        let folder = dir.join(format!("{PARTITION_KEY}={partition}"));
-        hpc_core::paths::create_private_dir(&folder)?;
-        let dest = folder.join(PART_FILE);
-        let tmp = folder.join(format!(".{PART_FILE}.tmp.{}", std::process::id()));
-        Ok(PartFile {
-            tmp,
-            dest,
-            writer: None,
-            file: None,
-        })
+impl Batch {
+    fn new() -> Batch {
+        let at = |name: &str| {
+            COLUMNS
+                .iter()
+                .position(|(c, _)| *c == name)
+                .expect("an exported column")
+        };
+        Batch {
+            bufs: COLUMNS.iter().map(|(_, k)| Buf::new(*k)).collect(),
+            held: 0,
+            day: None,
+            end_col: at("end_ts"),
+            id_col: at("job_id_raw"),
+        }
     }
 
-    fn write(&mut self, df: &DataFrame) -> Result<()> {
-        if self.writer.is_none() {
-            let f = hpc_core::paths::create_private_file(&self.tmp)?;
-            self.file = Some(
-                f.try_clone()
-                    .ctx(|| format!("cannot open {}", self.tmp.display()))?,
-            );
-            let w = ParquetWriter::new(BufWriter::with_capacity(1 << 20, f))
-                .batched(df.schema())
-                .map_err(polars_err(self.tmp.display()))?;
-            self.writer = Some(w);
+    /// Starts a partition with its first row; returns the partition's
+    /// value (its date).
+    fn start(&mut self, first: &[Value]) -> hpc_db::Result<String> {
+        let end = end_ts(ValueRef::from(&first[self.end_col]));
+        self.day = end.map(day_of);
+        self.push(|i| Ok(ValueRef::from(&first[i])))?;
+        Ok(end.map_or_else(|| DEFAULT_PARTITION.to_string(), utc_date))
+    }
+
+    /// True when `r` belongs to the partition being written.
+    fn same_day(&self, r: &rusqlite::Row<'_>) -> rusqlite::Result<bool> {
+        Ok(end_ts(r.get_ref(self.end_col)?).map(day_of) == self.day)
+    }
+
+    /// Appends one row; `get(i)` gives its value in column `i`.
+    fn push<'v>(
+        &mut self,
+        get: impl Fn(usize) -> rusqlite::Result<ValueRef<'v>>,
+    ) -> hpc_db::Result<()> {
+        let job = match get(self.id_col)? {
+            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+            _ => String::new(),
+        };
+        for (i, (b, (name, _))) in self.bufs.iter_mut().zip(COLUMNS).enumerate() {
+            b.push(get(i)?, name, &job)?;
         }
-        if let Some(w) = self.writer.as_mut() {
-            w.write_batch(df).map_err(polars_err(self.tmp.display()))?;
-        }
+        self.held += 1;
         Ok(())
     }
 
-    /// Finishes the file and moves it into place; returns its size.
-    fn commit(mut self) -> Result<u64> {
-        let (Some(w), Some(f)) = (self.writer.take(), self.file.take()) else {
-            return Ok(0);
-        };
-        // Writing the footer flushes the buffer into the file.
-        w.finish().map_err(polars_err(self.tmp.display()))?;
-        drop(w);
-        f.sync_all()
-            .ctx(|| format!("cannot sync {}", self.tmp.display()))?;
-        let bytes = f
-            .metadata()
-            .ctx(|| format!("cannot stat {}", self.tmp.display()))?
-            .len();
-        fs::rename(&self.tmp, &self.dest)
-            .ctx(|| format!("cannot rename to {}", self.dest.display()))?;
-        Ok(bytes)
+    /// Writes the rows held as one row group, creating the file's writer on
+    /// the first call.
+    fn flush<W: std::io::Write>(
+        &mut self,
+        out: &mut Option<W>,
+        writer: &mut Option<BatchedWriter<W>>,
+        dest: &Path,
+    ) -> Result<()> {
+        if self.held == 0 {
+            return Ok(());
+        }
+        let columns: Vec<Column> = self
+            .bufs
+            .iter_mut()
+            .zip(COLUMNS)
+            .map(|(b, (name, _))| b.take(name))
+            .collect();
+        let df = DataFrame::new(self.held, columns).map_err(polars_err("cannot build a batch"))?;
+        self.held = 0;
+        if writer.is_none() {
+            let out = out.take().expect("one writer per file");
+            *writer = Some(
+                ParquetWriter::new(out)
+                    .batched(df.schema())
+                    .map_err(polars_err(dest.display()))?,
+            );
+        }
+        if let Some(w) = writer.as_mut() {
+            w.write_batch(&df).map_err(polars_err(dest.display()))?;
+        }
+        Ok(())
     }
 }
 
-impl Drop for PartFile {
-    fn drop(&mut self) {
-        // Still here: not committed (an error on the way), so nothing of it
-        // may stay behind.
-        if self.tmp.exists() {
-            let _ = fs::remove_file(&self.tmp);
+/// The UTC day (days since the epoch) of an epoch second.
+fn day_of(epoch: i64) -> i64 {
+    epoch.div_euclid(86_400)
+}
+
+/// `end_ts` as epoch seconds (None: the job has no end).
+fn end_ts(v: ValueRef<'_>) -> Option<i64> {
+    match v {
+        ValueRef::Integer(i) => Some(i),
+        ValueRef::Real(f) => Some(f as i64),
+        _ => None,
+    }
+}
+
+/// Writes the partition file `dest` to `out`: the row [`Batch::start`]
+/// took, then the rows that follow in `rows` while they end on its day. The
+/// first row of another day is put in `next`, owned, since `rows` moves on.
+fn write_partition(
+    out: &mut dyn std::io::Write,
+    dest: &Path,
+    rows: &mut rusqlite::Rows<'_>,
+    batch: &mut Batch,
+    next: &mut Option<Vec<Value>>,
+    stats: &mut ExportStats,
+) -> hpc_db::Result<()> {
+    let mut out = Some(BufWriter::with_capacity(1 << 20, out));
+    let mut writer = None;
+    while let Some(r) = rows.next()? {
+        if !batch.same_day(r)? {
+            *next = Some(owned(r)?);
+            break;
+        }
+        batch.push(|i| r.get_ref(i))?;
+        stats.jobs += 1;
+        if batch.held >= ROW_GROUP {
+            batch.flush(&mut out, &mut writer, dest)?;
         }
     }
+    batch.flush(&mut out, &mut writer, dest)?;
+    if let Some(w) = writer {
+        // Writing the footer flushes the buffer into the file.
+        stats.bytes += w.finish().map_err(polars_err(dest.display()))?;
+    }
+    Ok(())
+}
+
+/// A row's values, owned.
+fn owned(r: &rusqlite::Row<'_>) -> rusqlite::Result<Vec<Value>> {
+    (0..COLUMNS.len()).map(|i| r.get(i)).collect()
 }
 
 /// Exports the jobs matching `filter` as hive-partitioned Parquet under `dir`:
@@ -249,7 +322,7 @@ impl Drop for PartFile {
 /// file is written to a private temporary file and renamed into place, so a
 /// re-export replaces the partitions it writes; files of dates no longer
 /// exported stay.
-pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> Result<ExportStats> {
+pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> hpc_db::Result<ExportStats> {
     hpc_core::paths::create_private_dir(dir)?;
     let (cond, ps) = filter.sql();
     let cols: Vec<String> = COLUMNS
@@ -265,79 +338,24 @@ pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> Result<ExportSta
         "SELECT {} FROM jobs WHERE {cond} ORDER BY end_ts",
         cols.join(", ")
     );
-    let end_col = COLUMNS
-        .iter()
-        .position(|(c, _)| *c == "end_ts")
-        .expect("end_ts is exported");
-    let id_col = COLUMNS
-        .iter()
-        .position(|(c, _)| *c == "job_id_raw")
-        .expect("job_id_raw is exported");
-
     let mut st = store.conn().prepare(&sql)?;
     let mut rows = st.query(rusqlite::params_from_iter(ps))?;
-    let mut bufs: Vec<Buf> = COLUMNS.iter().map(|(_, k)| Buf::new(*k)).collect();
+    let mut batch = Batch::new();
     let mut stats = ExportStats::default();
-    let mut held = 0usize;
-    // The current partition: its day (None: no end) and file.
-    let mut current: Option<(Option<i64>, PartFile)> = None;
-
-    let flush = |bufs: &mut Vec<Buf>, held: &mut usize, part: &mut PartFile| -> Result<()> {
-        if *held == 0 {
-            return Ok(());
-        }
-        let columns: Vec<Column> = bufs
-            .iter_mut()
-            .zip(COLUMNS)
-            .map(|(b, (name, _))| b.take(name))
-            .collect();
-        let df = DataFrame::new(*held, columns).map_err(polars_err("cannot build a batch"))?;
-        part.write(&df)?;
-        *held = 0;
-        Ok(())
-    };
-
-    while let Some(r) = rows.next()? {
-        let end: Option<i64> = match r.get_ref(end_col)? {
-            ValueRef::Integer(i) => Some(i),
-            ValueRef::Real(f) => Some(f as i64),
-            _ => None,
-        };
-        let day = end.map(|e| e.div_euclid(86_400));
-        let new_day = match &current {
-            Some((d, _)) => *d != day,
-            None => true,
-        };
-        if new_day {
-            if let Some((_, mut part)) = current.take() {
-                flush(&mut bufs, &mut held, &mut part)?;
-                stats.bytes += part.commit()?;
-                stats.partitions += 1;
-            }
-            let name = match end {
-                Some(e) => utc_date(e),
-                None => DEFAULT_PARTITION.to_string(),
-            };
-            current = Some((day, PartFile::create(dir, &name)?));
-        }
-        let job = match r.get_ref(id_col)? {
-            ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
-            _ => String::new(),
-        };
-        for (i, (b, (name, _))) in bufs.iter_mut().zip(COLUMNS).enumerate() {
-            b.push(r.get_ref(i)?, name, &job)?;
-        }
-        held += 1;
+    // The first row of the next partition, read while writing the one before.
+    let mut next = rows.next()?.map(owned).transpose()?;
+    while let Some(first) = next.take() {
+        let name = batch.start(&first)?;
         stats.jobs += 1;
-        if held >= ROW_GROUP {
-            if let Some((_, part)) = current.as_mut() {
-                flush(&mut bufs, &mut held, part)?;
-            }
-        }
-    }
-    if let Some((_, mut part)) = current.take() {
-        flush(&mut bufs, &mut held, &mut part)?;
-        stats.bytes += part.commit()?;
+        let dest = dir.join(format!("{PARTITION_KEY}={name}")).join(PART_FILE);
+        // Written beside its name and renamed over it when complete: a
+        // reader sees the old file or the new one, and a failed export
+        // leaves no temporary file behind.
+        hpc_core::paths::write_atomic(&dest, |out| {
+            Ok(write_partition(
+                out, &dest, &mut rows, &mut batch, &mut next, &mut stats,
+            )?)
+        })?;
         stats.partitions += 1;
     }
     Ok(stats)

@@ -1,17 +1,19 @@
 //! Efficiency reports: jobs, CPU, memory and GPU hours, efficiencies and
 //! waste, grouped by user, account, group, partition, node, state or tool.
 //!
-//! Both back ends (SQLite here, Parquet in [`crate::parquet`]) produce the
-//! same [`Partial`] sums per raw key; [`finish`] maps raw keys to report
-//! keys (a user to its group, a node list to its nodes) and computes the
-//! efficiencies from the sums, so the two give the same table.
+//! Both back ends (SQLite here, Parquet in the `parquet` module of the
+//! `parquet` feature) produce the same [`Partial`] sums per raw key;
+//! [`finish`] maps raw keys to report keys (a user to its group, a node list
+//! to its nodes) and computes the efficiencies from the sums, so the two
+//! give the same table.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 
-use hpc_core::store::{JobFilter, Store};
+use hpc_core::num::round6;
 use hpc_core::{Error, IoContext, Result};
+use hpc_db::{JobFilter, Store};
 use serde_json::{Map, Value};
 
 /// What a report groups by.
@@ -250,7 +252,7 @@ impl Sums {
 }
 
 /// The raw rows from the SQLite store.
-pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> Result<Vec<RawRow>> {
+pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> hpc_db::Result<Vec<RawRow>> {
     let (cond, ps) = filter.sql();
     let key = match by {
         By::Tool => TOOL_SQL,
@@ -563,39 +565,50 @@ pub fn write(out: &mut dyn Write, by: By, rows: &[Row], format: Format) -> Resul
             }
         }
         Format::Csv | Format::Ndjson => {
-            let maps: Vec<Map<String, Value>> = rows
-                .iter()
-                .map(|r| {
-                    let mut m = Map::new();
-                    if format == Format::Ndjson {
-                        m.insert("kind".into(), "report".into());
-                        m.insert("by".into(), key.into());
-                    }
-                    m.insert(key.into(), r.key.clone().into());
-                    for (c, v) in COLUMNS.iter().zip(values(r)) {
-                        let v = match v {
-                            None => Value::Null,
-                            Some(x) if *c == "jobs" => Value::from(x.round() as i64),
-                            Some(x) => Value::from((x * 1e6).round() / 1e6),
-                        };
-                        m.insert((*c).into(), v);
-                    }
-                    m
-                })
-                .collect();
-            if format == Format::Csv {
-                let mut cols = vec![key.to_string()];
-                cols.extend(COLUMNS.iter().map(|c| c.to_string()));
-                hpc_core::csvio::write_csv(&mut *out, &cols, &maps)?;
-            } else {
-                for m in maps {
-                    serde_json::to_writer(&mut *out, &m)?;
-                    out.write_all(b"\n")?;
+            let mut cols = vec![key.to_string()];
+            cols.extend(COLUMNS.iter().map(|c| c.to_string()));
+            let maps = rows.iter().map(|r| {
+                let mut m = Map::new();
+                m.insert(key.into(), r.key.clone().into());
+                for (c, v) in COLUMNS.iter().zip(values(r)) {
+                    let v = match v {
+                        None => Value::Null,
+                        Some(x) if *c == "jobs" => Value::from(x.round() as i64),
+                        Some(x) => Value::from(round6(x)),
+                    };
+                    m.insert((*c).into(), v);
                 }
-            }
+                m
+            });
+            let tags = [("kind", "report"), ("by", key)];
+            write_records(out, format, &tags, &cols, maps.collect())?;
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// Writes rows given as JSON objects: as CSV under `cols`, or as NDJSON
+/// records that start with `tags` (their `kind` and the like).
+fn write_records(
+    out: &mut dyn Write,
+    format: Format,
+    tags: &[(&str, &str)],
+    cols: &[String],
+    rows: Vec<Map<String, Value>>,
+) -> Result<()> {
+    if format == Format::Csv {
+        return hpc_core::csvio::write_csv(&mut *out, cols, &rows);
+    }
+    for row in rows {
+        let mut m: Map<String, Value> = tags
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), Value::from(*v)))
+            .collect();
+        m.extend(row);
+        serde_json::to_writer(&mut *out, &m)?;
+        out.write_all(b"\n")?;
+    }
     Ok(())
 }
 
@@ -670,33 +683,20 @@ pub fn write_table(
             }
         }
         Format::Csv | Format::Ndjson => {
-            let maps: Vec<Map<String, Value>> = rows
-                .iter()
-                .map(|r| {
-                    let mut m = Map::new();
-                    if format == Format::Ndjson {
-                        m.insert("kind".into(), kind.into());
-                    }
-                    for (c, v) in cols.iter().zip(r) {
-                        let v = match v {
-                            Cell::Text(t) => Value::from(t.clone()),
-                            Cell::Num(Some(n), 0) if n.fract() == 0.0 => Value::from(*n as i64),
-                            Cell::Num(n, _) => n.map_or(Value::Null, Value::from),
-                        };
-                        m.insert((*c).into(), v);
-                    }
-                    m
-                })
-                .collect();
-            if format == Format::Csv {
-                let cols: Vec<String> = cols.iter().map(|c| c.to_string()).collect();
-                hpc_core::csvio::write_csv(&mut *out, &cols, &maps)?;
-            } else {
-                for m in maps {
-                    serde_json::to_writer(&mut *out, &m)?;
-                    out.write_all(b"\n")?;
+            let maps = rows.iter().map(|r| {
+                let mut m = Map::new();
+                for (c, v) in cols.iter().zip(r) {
+                    let v = match v {
+                        Cell::Text(t) => Value::from(t.clone()),
+                        Cell::Num(Some(n), 0) if n.fract() == 0.0 => Value::from(*n as i64),
+                        Cell::Num(n, _) => n.map_or(Value::Null, Value::from),
+                    };
+                    m.insert((*c).into(), v);
                 }
-            }
+                m
+            });
+            let names: Vec<String> = cols.iter().map(|c| c.to_string()).collect();
+            write_records(out, format, &[("kind", kind)], &names, maps.collect())?;
         }
     }
     out.flush()?;

@@ -146,6 +146,24 @@ fn spool_files_are_loaded_once_and_moved() {
 }
 
 #[test]
+fn status_shows_the_last_ingest_under_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    assert!(store(&db, &["put"], JOBS.as_bytes()).status.success());
+    let s = text(&store(&db, &["status"], b"").stdout);
+    assert!(s.contains("\nlast ingest: never\n"), "{s}");
+    // The mark hpc-ingest sets after a run.
+    hpc_db::Store::open(&db)
+        .unwrap()
+        .set_mark("last_ingest", "2 jobs")
+        .unwrap();
+    let s = text(&store(&db, &["status"], b"").stdout);
+    let line = s.lines().find(|l| l.starts_with("last ingest: "));
+    assert!(line.is_some_and(|l| l.ends_with("Z (2 jobs)")), "{s}");
+    assert!(!s.contains("harvest"), "{s}");
+}
+
+#[test]
 fn status_without_a_database_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let out = store(&dir.path().join("none.db"), &["status"], b"");
@@ -192,6 +210,20 @@ fn help_matches_the_man_page() {
         }
     }
     assert!(n >= 8);
+}
+
+#[test]
+fn every_reading_command_takes_the_five_job_filters() {
+    for sub in ["dump", "report", "flags", "history", "export"] {
+        let out = Command::new(BIN).args([sub, "--help"]).output().unwrap();
+        let help = text(&out.stdout);
+        for flag in ["--days", "--since", "--until", "--user", "--partition"] {
+            assert!(
+                help.lines().any(|l| l.trim_start().starts_with(flag)),
+                "{sub} lacks {flag}: {help}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use hpc_core::store::{JobFilter, Store};
+use hpc_db::{JobFilter, Store};
 use hpc_store::parquet::{export, parquet_rows};
 use hpc_store::report::{finish, sqlite_rows, By, Groups, Row};
 
@@ -269,6 +269,72 @@ fn export_writes_private_date_partitions_and_replaces_them() {
     .unwrap()
     .0;
     assert_same("after re-export", &s, &p);
+}
+
+#[test]
+fn export_keeps_every_job_of_a_day_larger_than_a_row_group() {
+    use hpc_core::record::Job;
+    use hpc_store::parquet::ROW_GROUP;
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&home.path().join("big.db")).unwrap();
+    let n = ROW_GROUP + 3;
+    let jobs: Vec<Job> = (0..n)
+        .map(|i| Job {
+            cluster: "c".into(),
+            job_id: i.to_string(),
+            job_id_raw: i.to_string(),
+            user: Some(["alice", "bob"][i % 2].into()),
+            state: "COMPLETED".into(),
+            is_final: true,
+            // One row group and one row more on March 1, two on March 2.
+            end: Some(
+                if i <= ROW_GROUP {
+                    "2026-03-01T12:00:00Z"
+                } else {
+                    "2026-03-02T00:00:00Z"
+                }
+                .into(),
+            ),
+            alloc_cpus: Some(1),
+            cpu_hours_reserved: Some(1.0 + i as f64),
+            ..Default::default()
+        })
+        .collect();
+    let mut w = store.writer().unwrap();
+    w.put_jobs(&jobs).unwrap();
+    w.commit().unwrap();
+    let dir = home.path().join("ds");
+    let st = export(&store, &dir, &JobFilter::default()).unwrap();
+    assert_eq!((st.jobs, st.partitions), (n as u64, 2));
+    let all = JobFilter::default();
+    let s = finish(
+        By::User,
+        sqlite_rows(&store, By::User, &all).unwrap(),
+        &Groups::new(),
+    )
+    .unwrap()
+    .0;
+    let p = finish(
+        By::User,
+        parquet_rows(&dir, By::User, &all).unwrap(),
+        &Groups::new(),
+    )
+    .unwrap()
+    .0;
+    assert_same("a day over a row group", &s, &p);
+    assert_eq!(p.iter().map(|r| r.sums.jobs).sum::<f64>(), n as f64);
+    let mar2 = JobFilter {
+        since: Some(MAR2),
+        ..Default::default()
+    };
+    let p2 = finish(
+        By::User,
+        parquet_rows(&dir, By::User, &mar2).unwrap(),
+        &Groups::new(),
+    )
+    .unwrap()
+    .0;
+    assert_eq!(p2.iter().map(|r| r.sums.jobs).sum::<f64>(), 2.0);
 }
 
 #[test]
