@@ -669,90 +669,22 @@ pub(crate) fn fold_node(
     let meta = n.meta.as_ref();
     let req_cpus = meta.and_then(|m| m.req_cpus);
     let req_mem_mb = meta.and_then(|m| m.req_mem_mb);
-    let b = &n.bins;
-    if b.samples == 0 {
-        return Ok((
-            NodeStat {
-                host: n.host,
-                has_samples: false,
-                summary: Summary::default(),
-                mean_cores: None,
-                req_cpus,
-                req_mem_mb,
-                cpu_s: None,
-                cpu_cumulative: false,
-                totals: [None; 7],
-                t_min: f64::NAN,
-                t_max: f64::NAN,
-            },
-            0.0,
-        ));
+    if n.bins.samples == 0 {
+        return Ok((NodeStat::empty(n.host, req_cpus, req_mem_mb), 0.0));
     }
-    let median = b.median_interval();
-    let interval = median
-        .or_else(|| meta.map(|m| m.interval_s))
-        .filter(|i| i.is_finite() && *i > 0.0)
-        .unwrap_or(step);
-    let grid_interval = median.unwrap_or(interval);
-    let hold_s = opts.max_gap * interval.max(step);
-    // Clock skew: the node's own start against the job's earliest.
-    let offset = own_start(&n).unwrap_or(b.t_min) - origin;
-    let threshold = opts.grid.unwrap_or(interval.max(1.0));
-    let shift_bins = if offset.abs() > threshold {
-        (-offset / step).round() as i64
-    } else {
-        0
-    };
-    let shift_s = shift_bins as f64 * step;
-    let first = b.base() + shift_bins;
-    let len = b.len() as i64;
-    if !agg.cover(first, first + len - 1) {
-        return Err(too_long());
-    }
-    let mut acc = Acc {
-        sum: [0.0; NF],
-        n: [0; NF],
-    };
-    b.walk(hold_s, |i, v| {
-        agg.add(first + i as i64, v);
-        for (k, x) in v.iter().enumerate() {
-            let have = !x.is_nan();
-            acc.sum[k] = if have { acc.sum[k] + x } else { acc.sum[k] };
-            acc.n[k] += u64::from(have);
-        }
-    });
-    let integral = |k: usize| acc.total(k).map(|s| s * step);
-    let cum_cpu = match (acc.total(CPU_USER), acc.total(CPU_SYS)) {
-        (None, None) => None,
-        (u, s) => Some(u.unwrap_or(0.0) + s.unwrap_or(0.0)),
-    };
-    let (cpu_s, cpu_cumulative) = match cum_cpu {
-        Some(c) => (Some(c), true),
-        None => (integral(CORES), false),
-    };
-    let mut totals = [None; 7];
-    totals[T_READ] = acc.total(READ_MB).or_else(|| integral(READ_MBPS));
-    totals[T_WRITE] = acc.total(WRITE_MB).or_else(|| integral(WRITE_MBPS));
-    totals[T_LREAD] = integral(LREAD);
-    totals[T_LWRITE] = integral(LWRITE);
-    totals[T_ENERGY] = acc.total(ENERGY).or_else(|| integral(POWER));
+    let place = Placement::of(opts, step, origin, &n);
+    let acc = add_held(agg, &n, &place)?;
+    let (cpu_s, cpu_cumulative) = node_cpu_s(&acc, step);
+    let totals = node_totals(&acc, step);
     let mean_cores = acc.mean(CORES);
+    let b = &n.bins;
     let mut extra = Map::new();
     for (name, v) in TOTAL_NAMES.iter().zip(totals) {
         if let Some(v) = v {
             extra.insert((*name).into(), num(v));
         }
     }
-    for (name, k) in [
-        ("lustre_meta_ops", LMETA),
-        ("numa_miss_rate", NUMA),
-        ("cpi", CPI),
-        ("cache_miss_rate", CACHE),
-    ] {
-        if let Some(v) = acc.mean(k) {
-            extra.insert(name.into(), num(v));
-        }
-    }
+    insert_means(&mut extra, &acc);
     if cpu_s.is_some() {
         let src = if cpu_cumulative {
             "cumulative"
@@ -767,14 +699,7 @@ pub(crate) fn fold_node(
     if let Some(r) = req_mem_mb {
         extra.insert("req_mem_mb".into(), num(r));
     }
-    extra.insert("interval_s".into(), num(interval));
-    extra.insert("samples".into(), b.samples.into());
-    if b.duplicates > 0 {
-        extra.insert("duplicates".into(), b.duplicates.into());
-    }
-    if shift_bins != 0 {
-        extra.insert("clock_shift_s".into(), num(shift_s));
-    }
+    place.insert_into(&mut extra, b.samples, b.duplicates);
     let summary = Summary {
         job_id: String::new(),
         host: Some(n.host.clone()),
@@ -786,7 +711,7 @@ pub(crate) fn fold_node(
         extra,
         ..Default::default()
     };
-    let (t_min, t_max) = (b.t_min + shift_s, b.t_max + shift_s);
+    let (t_min, t_max) = (b.t_min + place.shift_s, b.t_max + place.shift_s);
     n.bins.recycle();
     Ok((
         NodeStat {
@@ -802,8 +727,124 @@ pub(crate) fn fold_node(
             t_min,
             t_max,
         },
-        grid_interval,
+        place.grid_interval,
     ))
+}
+
+impl NodeStat {
+    /// A node seen without samples (a meta alone).
+    fn empty(host: String, req_cpus: Option<u32>, req_mem_mb: Option<f64>) -> Self {
+        NodeStat {
+            host,
+            has_samples: false,
+            summary: Summary::default(),
+            mean_cores: None,
+            req_cpus,
+            req_mem_mb,
+            cpu_s: None,
+            cpu_cumulative: false,
+            totals: [None; 7],
+            t_min: f64::NAN,
+            t_max: f64::NAN,
+        }
+    }
+}
+
+/// Where a node's series goes in the job's: its sampling interval, how long
+/// a value is held, and its clock shift.
+struct Placement {
+    interval: f64,
+    /// The interval the output grid is chosen by.
+    grid_interval: f64,
+    hold_s: f64,
+    shift_bins: i64,
+    shift_s: f64,
+}
+
+impl Placement {
+    fn of(opts: &Opts, step: f64, origin: f64, n: &NodeData) -> Self {
+        let b = &n.bins;
+        let median = b.median_interval();
+        let interval = median
+            .or_else(|| n.meta.as_ref().map(|m| m.interval_s))
+            .filter(|i| i.is_finite() && *i > 0.0)
+            .unwrap_or(step);
+        // Clock skew: the node's own start against the job's earliest.
+        let offset = own_start(n).unwrap_or(b.t_min) - origin;
+        let threshold = opts.grid.unwrap_or(interval.max(1.0));
+        let shift_bins = if offset.abs() > threshold {
+            (-offset / step).round() as i64
+        } else {
+            0
+        };
+        Placement {
+            interval,
+            grid_interval: median.unwrap_or(interval),
+            hold_s: opts.max_gap * interval.max(step),
+            shift_bins,
+            shift_s: shift_bins as f64 * step,
+        }
+    }
+
+    /// Adds the interval, the sample and duplicate counts and the clock
+    /// shift to a node summary.
+    fn insert_into(&self, extra: &mut Map<String, Value>, samples: u64, duplicates: u64) {
+        extra.insert("interval_s".into(), num(self.interval));
+        extra.insert("samples".into(), samples.into());
+        if duplicates > 0 {
+            extra.insert("duplicates".into(), duplicates.into());
+        }
+        if self.shift_bins != 0 {
+            extra.insert("clock_shift_s".into(), num(self.shift_s));
+        }
+    }
+}
+
+/// Adds the node's held values into `agg`, shifted; returns their sums and
+/// counts per field.
+fn add_held(agg: &mut Aggregate, n: &NodeData, place: &Placement) -> Result<Acc> {
+    let b = &n.bins;
+    let first = b.base() + place.shift_bins;
+    let len = b.len() as i64;
+    if !agg.cover(first, first + len - 1) {
+        return Err(too_long());
+    }
+    let mut acc = Acc::new();
+    b.walk(place.hold_s, |i, v| {
+        agg.add(first + i as i64, v);
+        for (k, x) in v.iter().enumerate() {
+            let have = !x.is_nan();
+            acc.sum[k] = if have { acc.sum[k] + x } else { acc.sum[k] };
+            acc.n[k] += u64::from(have);
+        }
+    });
+    Ok(acc)
+}
+
+/// The integral over the node's bins of field `k`, `step` seconds a bin.
+fn integral(acc: &Acc, step: f64, k: usize) -> Option<f64> {
+    acc.total(k).map(|s| s * step)
+}
+
+/// A node's CPU seconds: from the cumulative counters when it has them
+/// (true), else the integral of busy cores (false).
+fn node_cpu_s(acc: &Acc, step: f64) -> (Option<f64>, bool) {
+    match (acc.total(CPU_USER), acc.total(CPU_SYS)) {
+        (None, None) => (integral(acc, step, CORES), false),
+        (u, s) => (Some(u.unwrap_or(0.0) + s.unwrap_or(0.0)), true),
+    }
+}
+
+/// A node's I/O and energy totals, indexed by the `T_*` constants.
+fn node_totals(acc: &Acc, step: f64) -> [Option<f64>; 7] {
+    let integral = |k: usize| integral(acc, step, k);
+    let mut totals = [None; 7];
+    totals[T_READ] = acc.total(READ_MB).or_else(|| integral(READ_MBPS));
+    totals[T_WRITE] = acc.total(WRITE_MB).or_else(|| integral(WRITE_MBPS));
+    totals[T_LREAD] = integral(LREAD);
+    totals[T_LWRITE] = integral(LWRITE);
+    totals[T_ENERGY] = acc.total(ENERGY).or_else(|| integral(POWER));
+    totals
 }
 
 /// The error when the nodes' series together would be too long.
