@@ -146,6 +146,12 @@ struct Acc {
 }
 
 impl Acc {
+    fn new() -> Self {
+        Acc {
+            sum: [0.0; NF],
+            n: [0; NF],
+        }
+    }
     fn mean(&self, k: usize) -> Option<f64> {
         (self.n[k] > 0).then(|| self.sum[k] / self.n[k] as f64)
     }
@@ -245,13 +251,7 @@ impl<'a> Combiner<'a> {
     /// Folds what is left, writes the series and the summaries. Returns the
     /// number of aggregate samples and of nodes with data.
     pub fn finish(mut self, out: &mut impl Write) -> Result<(u64, usize)> {
-        if !self.pending.is_empty() {
-            let o = self.pending.iter().filter_map(own_start).reduce(f64::min);
-            self.origin = Some(o.unwrap_or(0.0));
-            for n in std::mem::take(&mut self.pending) {
-                self.fold(n)?;
-            }
-        }
+        self.fold_pending()?;
         let job_id = self.job_id();
         let job_json = serde_json::to_string(&job_id)?;
         let k: i64 = if self.opts.grid.is_some() {
@@ -260,18 +260,53 @@ impl<'a> Combiner<'a> {
             (self.max_median.round() as i64).max(1)
         };
         let grid_s = self.step * k as f64;
-        let alloc: Option<f64> = self.opts.cpus.map(f64::from).or_else(|| {
+        let alloc = self.alloc();
+        let series = self.write_series(out, k, grid_s, &job_json, alloc)?;
+        if self.stats.is_empty() && self.opts.nodes.is_empty() && self.opts.expect_nodes.is_none() {
+            return Ok((series.samples, 0));
+        }
+        let job = self.job_summary(job_id.clone(), &series, alloc, grid_s);
+        write_tagged(out, "summary", &job)?;
+        let count = self.write_node_summaries(out, &job_id)?;
+        Ok((series.samples, count))
+    }
+
+    /// Folds the nodes held back until the job's earliest start was known.
+    fn fold_pending(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let o = self.pending.iter().filter_map(own_start).reduce(f64::min);
+        self.origin = Some(o.unwrap_or(0.0));
+        for n in std::mem::take(&mut self.pending) {
+            self.fold(n)?;
+        }
+        Ok(())
+    }
+
+    /// The job's allocated CPUs: `--cpus`, else the sum of the nodes' metas.
+    fn alloc(&self) -> Option<f64> {
+        self.opts.cpus.map(f64::from).or_else(|| {
             let s: u32 = self.stats.iter().filter_map(|n| n.req_cpus).sum();
             (s > 0).then_some(s as f64)
-        });
+        })
+    }
 
-        // Job-wide statistics over the fine bins.
-        let mut peak_rss = f64::NAN;
-        let mut fine = Acc {
-            sum: [0.0; NF],
-            n: [0; NF],
+    /// Writes the aggregate series, `k` fine bins to an output point, and
+    /// gathers the job-wide statistics over the fine bins.
+    fn write_series(
+        &self,
+        out: &mut impl Write,
+        k: i64,
+        grid_s: f64,
+        job_json: &str,
+        alloc: Option<f64>,
+    ) -> Result<Series> {
+        let mut series = Series {
+            fine: Acc::new(),
+            peak_rss: f64::NAN,
+            samples: 0,
         };
-        let mut samples_out = 0u64;
         let mut cb = Coarse::new();
         let mut cur_ci: Option<i64> = None;
         let mut line = String::with_capacity(512);
@@ -280,131 +315,106 @@ impl<'a> Combiner<'a> {
             let ci = abs.div_euclid(k);
             if cur_ci != Some(ci) {
                 if let Some(c) = cur_ci {
-                    samples_out += cb.write(out, &mut line, c as f64 * grid_s, &job_json, alloc)?;
+                    series.samples +=
+                        cb.write(out, &mut line, c as f64 * grid_s, job_json, alloc)?;
                 }
                 cb.reset();
                 cur_ci = Some(ci);
             }
             let (s, c) = self.agg.bin(i);
             cb.add(s, c);
-            for f in 0..NF {
-                if c[f] == 0 {
-                    continue;
-                }
-                let v = if FIELDS[f].kind == Kind::Ratio {
-                    s[f] / c[f] as f64
-                } else {
-                    s[f]
-                };
-                fine.sum[f] += v;
-                fine.n[f] += 1;
-            }
-            if c[RSS] > 0 && (peak_rss.is_nan() || s[RSS] > peak_rss) {
-                peak_rss = s[RSS];
-            }
+            series.add_fine(s, c);
         }
         if let Some(c) = cur_ci {
-            samples_out += cb.write(out, &mut line, c as f64 * grid_s, &job_json, alloc)?;
+            series.samples += cb.write(out, &mut line, c as f64 * grid_s, job_json, alloc)?;
         }
+        Ok(series)
+    }
 
-        let with_data: Vec<&NodeStat> = self.stats.iter().filter(|n| n.has_samples).collect();
-        if self.stats.is_empty() && self.opts.nodes.is_empty() && self.opts.expect_nodes.is_none() {
-            return Ok((samples_out, 0));
+    /// Expected nodes without samples: those of `--nodes` not present,
+    /// else the hosts seen without samples and the unknown rest of the
+    /// expected count.
+    fn missing_nodes(&self, present: &[String]) -> Vec<String> {
+        if !self.opts.nodes.is_empty() {
+            return self
+                .opts
+                .nodes
+                .iter()
+                .filter(|n| !present.contains(n))
+                .cloned()
+                .collect();
         }
-        // Expected but missing nodes.
+        let mut missing: Vec<String> = self
+            .stats
+            .iter()
+            .filter(|n| !n.has_samples && !present.contains(&n.host))
+            .map(|n| n.host.clone())
+            .collect();
+        missing.sort();
+        missing.dedup();
+        if let Some(want) = self.opts.expect_nodes.or(self.meta_nnodes) {
+            let known = present.len() + missing.len();
+            for i in known..want as usize {
+                missing.push(format!("unknown-{}", i + 1 - present.len()));
+            }
+        }
+        missing
+    }
+
+    /// The job-wide summary.
+    fn job_summary(
+        &self,
+        job_id: String,
+        series: &Series,
+        alloc: Option<f64>,
+        grid_s: f64,
+    ) -> Summary {
+        let with_data: Vec<&NodeStat> = self.stats.iter().filter(|n| n.has_samples).collect();
         let mut present: Vec<String> = with_data.iter().map(|n| n.host.clone()).collect();
         present.sort();
         present.dedup();
-        let mut missing: Vec<String> = Vec::new();
-        if !self.opts.nodes.is_empty() {
-            missing.extend(
-                self.opts
-                    .nodes
-                    .iter()
-                    .filter(|n| !present.contains(n))
-                    .cloned(),
-            );
-        } else {
-            let mut silent: Vec<String> = self
-                .stats
-                .iter()
-                .filter(|n| !n.has_samples && !present.contains(&n.host))
-                .map(|n| n.host.clone())
-                .collect();
-            silent.sort();
-            silent.dedup();
-            missing.extend(silent);
-            if let Some(want) = self.opts.expect_nodes.or(self.meta_nnodes) {
-                let known = present.len() + missing.len();
-                for i in known..want as usize {
-                    missing.push(format!("unknown-{}", i + 1 - present.len()));
-                }
-            }
-        }
-
+        let missing = self.missing_nodes(&present);
         let mut extra = Map::new();
-        let mut by_node = Map::new();
-        for n in &with_data {
-            if let Some(p) = n.summary.peak_rss_mb {
-                by_node.insert(n.host.clone(), num(p));
-            }
-        }
-        if !by_node.is_empty() {
-            extra.insert("peak_rss_mb_by_node".into(), Value::Object(by_node));
-        }
-        for (ti, name) in TOTAL_NAMES.iter().enumerate() {
-            let vals: Vec<f64> = with_data.iter().filter_map(|n| n.totals[ti]).collect();
-            if !vals.is_empty() {
-                extra.insert((*name).into(), num(vals.iter().sum()));
-            }
-        }
-        for (name, f) in [
-            ("lustre_meta_ops", LMETA),
-            ("numa_miss_rate", NUMA),
-            ("cpi", CPI),
-            ("cache_miss_rate", CACHE),
-        ] {
-            if let Some(v) = fine.mean(f) {
-                extra.insert(name.into(), num(v));
-            }
-        }
-        // Node imbalance and idle nodes.
-        let means: Vec<f64> = with_data.iter().filter_map(|n| n.mean_cores).collect();
-        let node_cpu_cv = if means.is_empty() {
-            None
-        } else {
-            let m = means.iter().sum::<f64>() / means.len() as f64;
-            let var = means.iter().map(|x| (x - m).powi(2)).sum::<f64>() / means.len() as f64;
-            (m > 0.0).then(|| round6(var.sqrt() / m))
-        };
-        let idle: Vec<Value> = with_data
-            .iter()
-            .filter(|n| {
-                n.mean_cores.is_some_and(|c| {
-                    c < IDLE_CORES || n.req_cpus.is_some_and(|r| c < IDLE_SHARE * f64::from(r))
-                })
-            })
-            .map(|n| Value::from(n.host.clone()))
-            .collect();
-        if !means.is_empty() {
+        insert_node_peaks_and_totals(&mut extra, &with_data);
+        insert_means(&mut extra, &series.fine);
+        let (node_cpu_cv, idle) = node_spread(&with_data);
+        if let Some(idle) = idle {
             extra.insert("idle_nodes".into(), Value::Array(idle));
         }
-        let cpu_vals: Vec<&NodeStat> = with_data
-            .iter()
-            .filter(|n| n.cpu_s.is_some())
-            .copied()
-            .collect();
-        let cpu_s =
-            (!cpu_vals.is_empty()).then(|| cpu_vals.iter().filter_map(|n| n.cpu_s).sum::<f64>());
-        if cpu_s.is_some() {
-            let cum = cpu_vals.iter().filter(|n| n.cpu_cumulative).count();
-            let src = match cum {
-                0 => "integral",
-                c if c == cpu_vals.len() => "cumulative",
-                _ => "mixed",
-            };
+        let (cpu_s, src) = job_cpu_s(&with_data);
+        if let Some(src) = src {
             extra.insert("cpu_s_source".into(), src.into());
         }
+        self.insert_requests(&mut extra, &with_data, alloc);
+        extra.insert("grid_s".into(), num(grid_s));
+        extra.insert("samples".into(), series.samples.into());
+        let t0 = with_data.iter().map(|n| n.t_min).reduce(f64::min);
+        let t1 = with_data.iter().map(|n| n.t_max).reduce(f64::max);
+        let peak_rss = series.peak_rss;
+        Summary {
+            job_id,
+            host: None,
+            duration_s: t0.zip(t1).map(|(a, b)| round6(b - a)),
+            peak_rss_mb: (!peak_rss.is_nan()).then(|| round6(peak_rss)),
+            mean_rss_mb: series.fine.mean(RSS).map(round6),
+            cpu_s: cpu_s.map(round6),
+            mean_cpu_cores: series.fine.mean(CORES).map(round6),
+            node_cpu_cv,
+            nodes: present,
+            missing_nodes: missing,
+            series: self.opts.series_path.clone(),
+            not_evaluated: Vec::new(),
+            extra,
+        }
+    }
+
+    /// Adds the requested CPUs and memory and the expected node count.
+    fn insert_requests(
+        &self,
+        extra: &mut Map<String, Value>,
+        with_data: &[&NodeStat],
+        alloc: Option<f64>,
+    ) {
         if let Some(a) = alloc {
             extra.insert("req_cpus".into(), num(a));
         }
@@ -417,38 +427,127 @@ impl<'a> Combiner<'a> {
         } else if !self.opts.nodes.is_empty() {
             extra.insert("expected_nodes".into(), self.opts.nodes.len().into());
         }
-        extra.insert("grid_s".into(), num(grid_s));
-        extra.insert("samples".into(), samples_out.into());
-        let t0 = with_data.iter().map(|n| n.t_min).reduce(f64::min);
-        let t1 = with_data.iter().map(|n| n.t_max).reduce(f64::max);
-        let job = Summary {
-            job_id: job_id.clone(),
-            host: None,
-            duration_s: t0.zip(t1).map(|(a, b)| round6(b - a)),
-            peak_rss_mb: (!peak_rss.is_nan()).then(|| round6(peak_rss)),
-            mean_rss_mb: fine.mean(RSS).map(round6),
-            cpu_s: cpu_s.map(round6),
-            mean_cpu_cores: fine.mean(CORES).map(round6),
-            node_cpu_cv,
-            nodes: present,
-            missing_nodes: missing,
-            series: self.opts.series_path.clone(),
-            not_evaluated: Vec::new(),
-            extra,
-        };
-        write_tagged(out, "summary", &job)?;
+    }
+
+    /// Writes one summary per node with samples, sorted by host; returns
+    /// how many.
+    fn write_node_summaries(self, out: &mut impl Write, job_id: &str) -> Result<usize> {
         let mut nodes: BTreeMap<String, Summary> = BTreeMap::new();
         for n in self.stats.into_iter().filter(|n| n.has_samples) {
             let mut s = n.summary;
-            s.job_id = job_id.clone();
+            s.job_id = job_id.to_owned();
             nodes.insert(n.host, s);
         }
-        let count = nodes.len();
         for s in nodes.values() {
             write_tagged(out, "summary", s)?;
         }
-        Ok((samples_out, count))
+        Ok(nodes.len())
     }
+}
+
+/// The job-wide statistics gathered while the series is written.
+struct Series {
+    /// Per field, the sum and count of the fine bins' values.
+    fine: Acc,
+    peak_rss: f64,
+    /// Output samples written.
+    samples: u64,
+}
+
+impl Series {
+    /// Takes one fine bin: its sums `s` and counts `c` per field.
+    fn add_fine(&mut self, s: &[f64], c: &[u16]) {
+        for f in 0..NF {
+            if c[f] == 0 {
+                continue;
+            }
+            let v = if FIELDS[f].kind == Kind::Ratio {
+                s[f] / c[f] as f64
+            } else {
+                s[f]
+            };
+            self.fine.sum[f] += v;
+            self.fine.n[f] += 1;
+        }
+        if c[RSS] > 0 && (self.peak_rss.is_nan() || s[RSS] > self.peak_rss) {
+            self.peak_rss = s[RSS];
+        }
+    }
+}
+
+/// Adds each node's peak RSS and the job's I/O and energy totals.
+fn insert_node_peaks_and_totals(extra: &mut Map<String, Value>, with_data: &[&NodeStat]) {
+    let mut by_node = Map::new();
+    for n in with_data {
+        if let Some(p) = n.summary.peak_rss_mb {
+            by_node.insert(n.host.clone(), num(p));
+        }
+    }
+    if !by_node.is_empty() {
+        extra.insert("peak_rss_mb_by_node".into(), Value::Object(by_node));
+    }
+    for (ti, name) in TOTAL_NAMES.iter().enumerate() {
+        let vals: Vec<f64> = with_data.iter().filter_map(|n| n.totals[ti]).collect();
+        if !vals.is_empty() {
+            extra.insert((*name).into(), num(vals.iter().sum()));
+        }
+    }
+}
+
+/// Adds the means of the fields reported as means in a summary.
+fn insert_means(extra: &mut Map<String, Value>, acc: &Acc) {
+    for (name, f) in [
+        ("lustre_meta_ops", LMETA),
+        ("numa_miss_rate", NUMA),
+        ("cpi", CPI),
+        ("cache_miss_rate", CACHE),
+    ] {
+        if let Some(v) = acc.mean(f) {
+            extra.insert(name.into(), num(v));
+        }
+    }
+}
+
+/// Node imbalance (coefficient of variation of the nodes' mean busy cores)
+/// and the idle nodes; `None` for the idle list when no node has a mean.
+fn node_spread(with_data: &[&NodeStat]) -> (Option<f64>, Option<Vec<Value>>) {
+    let means: Vec<f64> = with_data.iter().filter_map(|n| n.mean_cores).collect();
+    if means.is_empty() {
+        return (None, None);
+    }
+    let m = means.iter().sum::<f64>() / means.len() as f64;
+    let var = means.iter().map(|x| (x - m).powi(2)).sum::<f64>() / means.len() as f64;
+    let cv = (m > 0.0).then(|| round6(var.sqrt() / m));
+    let idle: Vec<Value> = with_data
+        .iter()
+        .filter(|n| {
+            n.mean_cores.is_some_and(|c| {
+                c < IDLE_CORES || n.req_cpus.is_some_and(|r| c < IDLE_SHARE * f64::from(r))
+            })
+        })
+        .map(|n| Value::from(n.host.clone()))
+        .collect();
+    (cv, Some(idle))
+}
+
+/// The job's CPU seconds over the nodes that have them, and where they
+/// came from: cumulative counters, the integral of busy cores, or both.
+fn job_cpu_s(with_data: &[&NodeStat]) -> (Option<f64>, Option<&'static str>) {
+    let cpu_vals: Vec<&NodeStat> = with_data
+        .iter()
+        .filter(|n| n.cpu_s.is_some())
+        .copied()
+        .collect();
+    if cpu_vals.is_empty() {
+        return (None, None);
+    }
+    let cpu_s = cpu_vals.iter().filter_map(|n| n.cpu_s).sum::<f64>();
+    let src = match cpu_vals.iter().filter(|n| n.cpu_cumulative).count() {
+        0 => "integral",
+        c if c == cpu_vals.len() => "cumulative",
+        _ => "mixed",
+    };
+    (Some(cpu_s), Some(src))
 }
 
 /// One output grid point, gathered from the fine bins inside it.
@@ -570,90 +669,22 @@ pub(crate) fn fold_node(
     let meta = n.meta.as_ref();
     let req_cpus = meta.and_then(|m| m.req_cpus);
     let req_mem_mb = meta.and_then(|m| m.req_mem_mb);
-    let b = &n.bins;
-    if b.samples == 0 {
-        return Ok((
-            NodeStat {
-                host: n.host,
-                has_samples: false,
-                summary: Summary::default(),
-                mean_cores: None,
-                req_cpus,
-                req_mem_mb,
-                cpu_s: None,
-                cpu_cumulative: false,
-                totals: [None; 7],
-                t_min: f64::NAN,
-                t_max: f64::NAN,
-            },
-            0.0,
-        ));
+    if n.bins.samples == 0 {
+        return Ok((NodeStat::empty(n.host, req_cpus, req_mem_mb), 0.0));
     }
-    let median = b.median_interval();
-    let interval = median
-        .or_else(|| meta.map(|m| m.interval_s))
-        .filter(|i| i.is_finite() && *i > 0.0)
-        .unwrap_or(step);
-    let grid_interval = median.unwrap_or(interval);
-    let hold_s = opts.max_gap * interval.max(step);
-    // Clock skew: the node's own start against the job's earliest.
-    let offset = own_start(&n).unwrap_or(b.t_min) - origin;
-    let threshold = opts.grid.unwrap_or(interval.max(1.0));
-    let shift_bins = if offset.abs() > threshold {
-        (-offset / step).round() as i64
-    } else {
-        0
-    };
-    let shift_s = shift_bins as f64 * step;
-    let first = b.base() + shift_bins;
-    let len = b.len() as i64;
-    if !agg.cover(first, first + len - 1) {
-        return Err(too_long());
-    }
-    let mut acc = Acc {
-        sum: [0.0; NF],
-        n: [0; NF],
-    };
-    b.walk(hold_s, |i, v| {
-        agg.add(first + i as i64, v);
-        for (k, x) in v.iter().enumerate() {
-            let have = !x.is_nan();
-            acc.sum[k] = if have { acc.sum[k] + x } else { acc.sum[k] };
-            acc.n[k] += u64::from(have);
-        }
-    });
-    let integral = |k: usize| acc.total(k).map(|s| s * step);
-    let cum_cpu = match (acc.total(CPU_USER), acc.total(CPU_SYS)) {
-        (None, None) => None,
-        (u, s) => Some(u.unwrap_or(0.0) + s.unwrap_or(0.0)),
-    };
-    let (cpu_s, cpu_cumulative) = match cum_cpu {
-        Some(c) => (Some(c), true),
-        None => (integral(CORES), false),
-    };
-    let mut totals = [None; 7];
-    totals[T_READ] = acc.total(READ_MB).or_else(|| integral(READ_MBPS));
-    totals[T_WRITE] = acc.total(WRITE_MB).or_else(|| integral(WRITE_MBPS));
-    totals[T_LREAD] = integral(LREAD);
-    totals[T_LWRITE] = integral(LWRITE);
-    totals[T_ENERGY] = acc.total(ENERGY).or_else(|| integral(POWER));
+    let place = Placement::of(opts, step, origin, &n);
+    let acc = add_held(agg, &n, &place)?;
+    let (cpu_s, cpu_cumulative) = node_cpu_s(&acc, step);
+    let totals = node_totals(&acc, step);
     let mean_cores = acc.mean(CORES);
+    let b = &n.bins;
     let mut extra = Map::new();
     for (name, v) in TOTAL_NAMES.iter().zip(totals) {
         if let Some(v) = v {
             extra.insert((*name).into(), num(v));
         }
     }
-    for (name, k) in [
-        ("lustre_meta_ops", LMETA),
-        ("numa_miss_rate", NUMA),
-        ("cpi", CPI),
-        ("cache_miss_rate", CACHE),
-    ] {
-        if let Some(v) = acc.mean(k) {
-            extra.insert(name.into(), num(v));
-        }
-    }
+    insert_means(&mut extra, &acc);
     if cpu_s.is_some() {
         let src = if cpu_cumulative {
             "cumulative"
@@ -668,14 +699,7 @@ pub(crate) fn fold_node(
     if let Some(r) = req_mem_mb {
         extra.insert("req_mem_mb".into(), num(r));
     }
-    extra.insert("interval_s".into(), num(interval));
-    extra.insert("samples".into(), b.samples.into());
-    if b.duplicates > 0 {
-        extra.insert("duplicates".into(), b.duplicates.into());
-    }
-    if shift_bins != 0 {
-        extra.insert("clock_shift_s".into(), num(shift_s));
-    }
+    place.insert_into(&mut extra, b.samples, b.duplicates);
     let summary = Summary {
         job_id: String::new(),
         host: Some(n.host.clone()),
@@ -687,7 +711,7 @@ pub(crate) fn fold_node(
         extra,
         ..Default::default()
     };
-    let (t_min, t_max) = (b.t_min + shift_s, b.t_max + shift_s);
+    let (t_min, t_max) = (b.t_min + place.shift_s, b.t_max + place.shift_s);
     n.bins.recycle();
     Ok((
         NodeStat {
@@ -703,8 +727,124 @@ pub(crate) fn fold_node(
             t_min,
             t_max,
         },
-        grid_interval,
+        place.grid_interval,
     ))
+}
+
+impl NodeStat {
+    /// A node seen without samples (a meta alone).
+    fn empty(host: String, req_cpus: Option<u32>, req_mem_mb: Option<f64>) -> Self {
+        NodeStat {
+            host,
+            has_samples: false,
+            summary: Summary::default(),
+            mean_cores: None,
+            req_cpus,
+            req_mem_mb,
+            cpu_s: None,
+            cpu_cumulative: false,
+            totals: [None; 7],
+            t_min: f64::NAN,
+            t_max: f64::NAN,
+        }
+    }
+}
+
+/// Where a node's series goes in the job's: its sampling interval, how long
+/// a value is held, and its clock shift.
+struct Placement {
+    interval: f64,
+    /// The interval the output grid is chosen by.
+    grid_interval: f64,
+    hold_s: f64,
+    shift_bins: i64,
+    shift_s: f64,
+}
+
+impl Placement {
+    fn of(opts: &Opts, step: f64, origin: f64, n: &NodeData) -> Self {
+        let b = &n.bins;
+        let median = b.median_interval();
+        let interval = median
+            .or_else(|| n.meta.as_ref().map(|m| m.interval_s))
+            .filter(|i| i.is_finite() && *i > 0.0)
+            .unwrap_or(step);
+        // Clock skew: the node's own start against the job's earliest.
+        let offset = own_start(n).unwrap_or(b.t_min) - origin;
+        let threshold = opts.grid.unwrap_or(interval.max(1.0));
+        let shift_bins = if offset.abs() > threshold {
+            (-offset / step).round() as i64
+        } else {
+            0
+        };
+        Placement {
+            interval,
+            grid_interval: median.unwrap_or(interval),
+            hold_s: opts.max_gap * interval.max(step),
+            shift_bins,
+            shift_s: shift_bins as f64 * step,
+        }
+    }
+
+    /// Adds the interval, the sample and duplicate counts and the clock
+    /// shift to a node summary.
+    fn insert_into(&self, extra: &mut Map<String, Value>, samples: u64, duplicates: u64) {
+        extra.insert("interval_s".into(), num(self.interval));
+        extra.insert("samples".into(), samples.into());
+        if duplicates > 0 {
+            extra.insert("duplicates".into(), duplicates.into());
+        }
+        if self.shift_bins != 0 {
+            extra.insert("clock_shift_s".into(), num(self.shift_s));
+        }
+    }
+}
+
+/// Adds the node's held values into `agg`, shifted; returns their sums and
+/// counts per field.
+fn add_held(agg: &mut Aggregate, n: &NodeData, place: &Placement) -> Result<Acc> {
+    let b = &n.bins;
+    let first = b.base() + place.shift_bins;
+    let len = b.len() as i64;
+    if !agg.cover(first, first + len - 1) {
+        return Err(too_long());
+    }
+    let mut acc = Acc::new();
+    b.walk(place.hold_s, |i, v| {
+        agg.add(first + i as i64, v);
+        for (k, x) in v.iter().enumerate() {
+            let have = !x.is_nan();
+            acc.sum[k] = if have { acc.sum[k] + x } else { acc.sum[k] };
+            acc.n[k] += u64::from(have);
+        }
+    });
+    Ok(acc)
+}
+
+/// The integral over the node's bins of field `k`, `step` seconds a bin.
+fn integral(acc: &Acc, step: f64, k: usize) -> Option<f64> {
+    acc.total(k).map(|s| s * step)
+}
+
+/// A node's CPU seconds: from the cumulative counters when it has them
+/// (true), else the integral of busy cores (false).
+fn node_cpu_s(acc: &Acc, step: f64) -> (Option<f64>, bool) {
+    match (acc.total(CPU_USER), acc.total(CPU_SYS)) {
+        (None, None) => (integral(acc, step, CORES), false),
+        (u, s) => (Some(u.unwrap_or(0.0) + s.unwrap_or(0.0)), true),
+    }
+}
+
+/// A node's I/O and energy totals, indexed by the `T_*` constants.
+fn node_totals(acc: &Acc, step: f64) -> [Option<f64>; 7] {
+    let integral = |k: usize| integral(acc, step, k);
+    let mut totals = [None; 7];
+    totals[T_READ] = acc.total(READ_MB).or_else(|| integral(READ_MBPS));
+    totals[T_WRITE] = acc.total(WRITE_MB).or_else(|| integral(WRITE_MBPS));
+    totals[T_LREAD] = integral(LREAD);
+    totals[T_LWRITE] = integral(LWRITE);
+    totals[T_ENERGY] = acc.total(ENERGY).or_else(|| integral(POWER));
+    totals
 }
 
 /// The error when the nodes' series together would be too long.

@@ -16,12 +16,11 @@ mod bins;
 mod combine;
 mod fast;
 mod input;
+mod pool;
 mod sh5util;
 
 use std::io::{BufRead, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc;
 
 use argh::FromArgs;
 use hpc_core::ndjson::Rejects;
@@ -343,122 +342,28 @@ pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stat
     let origin = origin_of(opts, &names);
     let hosts = combine::Hosts::new(&names);
     let mut comb = Combiner::new(opts, &hosts, step, origin);
-    let mut passthrough: Vec<(usize, Vec<String>)> = Vec::new();
-    let mut jobs: Vec<(usize, Option<(String, u64)>)> = Vec::new();
-    let (mut lines, mut rejected) = (0u64, 0u64);
-    let mut take = |r: StreamResult, comb: &mut Combiner| -> Result<()> {
-        lines += r.lines;
-        rejected += r.rejected;
-        jobs.push((r.index, r.job));
-        if !r.passthrough.is_empty() {
-            passthrough.push((r.index, r.passthrough));
-        }
-        for n in r.nodes {
-            comb.add_node(n, r.index)?;
-        }
-        Ok(())
-    };
+    let mut got = Gathered::default();
     let threads = opts.threads.min(names.len()).max(1);
     if threads == 1 || names.iter().any(|n| n == "-") {
         for (i, n) in names.iter().enumerate() {
             let r = read_one(opts, i, n, &mut stdin, step)?;
-            take(r, &mut comb)?;
+            got.take(r, &mut comb)?;
         }
     } else {
-        // Each reader thread folds its nodes into its own sums when the
-        // job's start is known (every file opens with a meta); the sums are
-        // added up at the end.
-        enum Msg {
-            Read(StreamResult, Vec<(combine::NodeStat, f64)>),
-            Sums(bins::Aggregate),
-            Failed(Error),
-        }
-        let next = AtomicUsize::new(0);
-        let (tx, rx) = mpsc::sync_channel::<Msg>(0);
-        std::thread::scope(|s| -> Result<()> {
-            for _ in 0..threads {
-                let tx = tx.clone();
-                let (next, names, hosts) = (&next, &names, &hosts);
-                s.spawn(move || {
-                    let mut sums = bins::Aggregate::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= names.len() {
-                            break;
-                        }
-                        let mut none = std::io::empty();
-                        let read = read_one(opts, i, &names[i], &mut none, step);
-                        let msg = match (read, origin) {
-                            (Ok(mut r), Some(o)) => {
-                                let mut folded = Vec::new();
-                                let mut failed = None;
-                                for n in std::mem::take(&mut r.nodes) {
-                                    // Keep the metas for the job id and node count.
-                                    r.nodes.push(input::NodeData {
-                                        host: String::new(),
-                                        bins: bins::NodeBins::new(step),
-                                        meta: n.meta.clone(),
-                                        sample_job_id: n.sample_job_id.clone(),
-                                    });
-                                    if n.bins.samples > 0 && !hosts.claim(&n.host, i) {
-                                        n.bins.recycle();
-                                        continue;
-                                    }
-                                    match combine::fold_node(opts, step, o, &mut sums, n) {
-                                        Ok(f) => folded.push(f),
-                                        Err(e) => failed = Some(e),
-                                    }
-                                }
-                                match failed {
-                                    Some(e) => Msg::Failed(e),
-                                    None => Msg::Read(r, folded),
-                                }
-                            }
-                            (Ok(r), None) => Msg::Read(r, Vec::new()),
-                            (Err(e), _) => Msg::Failed(e),
-                        };
-                        let failed = matches!(msg, Msg::Failed(_));
-                        if tx.send(msg).is_err() || failed {
-                            return;
-                        }
-                    }
-                    let _ = tx.send(Msg::Sums(sums));
-                });
-            }
-            drop(tx);
-            let mut first_err = None;
-            for msg in rx {
-                let done = match msg {
-                    Msg::Read(r, folded) if origin.is_some() => {
-                        for n in &r.nodes {
-                            comb.note(n);
-                        }
-                        for (stat, median) in folded {
-                            comb.add_folded(stat, median);
-                        }
-                        let r = StreamResult {
-                            nodes: Vec::new(),
-                            ..r
-                        };
-                        take(r, &mut comb)
-                    }
-                    Msg::Read(r, _) => take(r, &mut comb),
-                    Msg::Sums(a) => comb.merge_agg(&a),
-                    Msg::Failed(e) => Err(e),
-                };
-                if let Err(e) = done {
-                    // Stop handing out files; keep the first error.
-                    next.store(usize::MAX / 2, Ordering::Relaxed);
-                    first_err.get_or_insert(e);
-                }
-            }
-            first_err.map_or(Ok(()), Err)
-        })?;
+        let reader = pool::Reader {
+            opts,
+            names: &names,
+            hosts: &hosts,
+            step,
+            origin,
+        };
+        let early = origin.is_some();
+        pool::read_all(&reader, threads, |msg| got.handle(msg, early, &mut comb))?;
     }
-    one_job(&names, &mut jobs)?;
-    passthrough.sort_by_key(|(i, _)| *i);
+    one_job(&names, &mut got.jobs)?;
+    got.passthrough.sort_by_key(|(i, _)| *i);
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-    for (_, ls) in &passthrough {
+    for (_, ls) in &got.passthrough {
         for l in ls {
             out.write_all(l.as_bytes())?;
             out.write_all(b"\n")?;
@@ -467,14 +372,64 @@ pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stat
     let (samples_out, nodes) = comb.finish(&mut out)?;
     out.flush()?;
     let mut rej = Rejects::new("hpc-merge");
-    rej.rejected = rejected;
-    rej.finish(lines)?;
+    rej.rejected = got.rejected;
+    rej.finish(got.lines)?;
     Ok(Stats {
-        lines,
-        rejected,
+        lines: got.lines,
+        rejected: got.rejected,
         samples_out,
         nodes,
     })
+}
+
+/// What the inputs gave besides their nodes, gathered as they are read.
+#[derive(Default)]
+struct Gathered {
+    /// Pass-through lines, by input index.
+    passthrough: Vec<(usize, Vec<String>)>,
+    /// The job each input names, by input index, with its first line.
+    jobs: Vec<(usize, Option<(String, u64)>)>,
+    lines: u64,
+    rejected: u64,
+}
+
+impl Gathered {
+    /// Takes one input's result; its nodes go to `comb`.
+    fn take(&mut self, r: StreamResult, comb: &mut Combiner) -> Result<()> {
+        self.lines += r.lines;
+        self.rejected += r.rejected;
+        self.jobs.push((r.index, r.job));
+        if !r.passthrough.is_empty() {
+            self.passthrough.push((r.index, r.passthrough));
+        }
+        for n in r.nodes {
+            comb.add_node(n, r.index)?;
+        }
+        Ok(())
+    }
+
+    /// Takes a reader thread's message; `early`: the threads fold the
+    /// nodes they read (the job's start was known before reading).
+    fn handle(&mut self, msg: pool::Msg, early: bool, comb: &mut Combiner) -> Result<()> {
+        match msg {
+            pool::Msg::Read(r, folded) if early => {
+                for n in &r.nodes {
+                    comb.note(n);
+                }
+                for (stat, median) in folded {
+                    comb.add_folded(stat, median);
+                }
+                let r = StreamResult {
+                    nodes: Vec::new(),
+                    ..r
+                };
+                self.take(r, comb)
+            }
+            pool::Msg::Read(r, _) => self.take(r, comb),
+            pool::Msg::Sums(a) => comb.merge_agg(&a),
+            pool::Msg::Failed(e) => Err(e),
+        }
+    }
 }
 
 /// The whole tool: parse-checked arguments, stdin, stdout.

@@ -47,23 +47,7 @@ pub(crate) fn read_sh5util(
     let source = (name != "-").then_some(shown_name.as_str());
     let mut rejects = Rejects::new("hpc-merge");
     let mut rdr = csv::ReaderBuilder::new().flexible(true).from_reader(input);
-    let headers = rdr.headers()?.clone();
-    let col = |n: &str| headers.iter().position(|h| h.trim() == n);
-    let need = |n: &str| {
-        col(n).ok_or_else(|| {
-            Error::Other(format!(
-                "{shown_name}: not an sh5util Node:TimeSeries CSV: no {n} column"
-            ))
-        })
-    };
-    let (c_step, c_node, c_time, c_rss) = (
-        need("Step")?,
-        need("Node")?,
-        need("EpochTime")?,
-        need("RSS")?,
-    );
-    let c_util = col("CPUUtilization");
-    let (c_read, c_write) = (col("ReadMB"), col("WriteMB"));
+    let cols = Columns::of(rdr.headers()?, &shown_name)?;
     // (node, time in ms) -> summed row.
     let mut rows: BTreeMap<(String, i64), Row> = BTreeMap::new();
     let mut lines = 1u64;
@@ -78,27 +62,10 @@ pub(crate) fn read_sh5util(
         };
         let line = rec.position().map(|p| p.line()).unwrap_or(lines);
         let get = |c: usize| rec.get(c).map(str::trim).unwrap_or("");
-        if !step_matches(want_step, get(c_step)) {
+        if !step_matches(want_step, get(cols.step)) {
             continue;
         }
-        let num = |c: Option<usize>, what: &str| -> std::result::Result<Option<f64>, String> {
-            match c.map(get) {
-                None | Some("") => Ok(None),
-                Some(s) => s
-                    .parse::<f64>()
-                    .map(Some)
-                    .map_err(|_| format!("{what} '{s}': not a number")),
-            }
-        };
-        let parsed = (|| {
-            let t = num(Some(c_time), "EpochTime")?.ok_or("no EpochTime")?;
-            let rss = num(Some(c_rss), "RSS")?;
-            let util = num(c_util, "CPUUtilization")?;
-            let read = num(c_read, "ReadMB")?;
-            let write = num(c_write, "WriteMB")?;
-            Ok::<_, String>((t, rss, util, read, write))
-        })();
-        let (t, rss, util, read, write) = match parsed {
+        let (t, rss, util, read, write) = match cols.parse(&get) {
             Ok(p) => p,
             Err(reason) => {
                 rejects.reject(source, line, &reason)?;
@@ -106,7 +73,7 @@ pub(crate) fn read_sh5util(
             }
         };
         let e = rows
-            .entry((get(c_node).to_owned(), (t * 1000.0).round() as i64))
+            .entry((get(cols.node).to_owned(), (t * 1000.0).round() as i64))
             .or_default();
         e.rss_kb += rss.unwrap_or(0.0);
         e.cores += util.unwrap_or(0.0) / 100.0;
@@ -116,6 +83,83 @@ pub(crate) fn read_sh5util(
             e.write_mb += write.unwrap_or(0.0);
         }
     }
+    let mut nodes = bin_rows(rows, step);
+    for n in &mut nodes {
+        n.bins.settle();
+        for (line, reason) in std::mem::take(&mut n.bins.refused) {
+            rejects.reject(source, line, &reason)?;
+        }
+    }
+    Ok(StreamResult {
+        index,
+        nodes,
+        passthrough: Vec::new(),
+        rejected: rejects.rejected,
+        lines,
+        job: None,
+    })
+}
+
+/// A row's time, RSS, CPU use, read and written MB.
+type Parsed = (f64, Option<f64>, Option<f64>, Option<f64>, Option<f64>);
+
+/// The columns read, by position.
+struct Columns {
+    step: usize,
+    node: usize,
+    time: usize,
+    rss: usize,
+    util: Option<usize>,
+    read: Option<usize>,
+    write: Option<usize>,
+}
+
+impl Columns {
+    /// Finds the columns in the header; an error names the first required
+    /// one missing.
+    fn of(headers: &csv::StringRecord, shown_name: &str) -> Result<Self> {
+        let col = |n: &str| headers.iter().position(|h| h.trim() == n);
+        let need = |n: &str| {
+            col(n).ok_or_else(|| {
+                Error::Other(format!(
+                    "{shown_name}: not an sh5util Node:TimeSeries CSV: no {n} column"
+                ))
+            })
+        };
+        Ok(Columns {
+            step: need("Step")?,
+            node: need("Node")?,
+            time: need("EpochTime")?,
+            rss: need("RSS")?,
+            util: col("CPUUtilization"),
+            read: col("ReadMB"),
+            write: col("WriteMB"),
+        })
+    }
+
+    /// Parses a row's numbers; `get` gives a trimmed cell by column.
+    fn parse<'r>(&self, get: &impl Fn(usize) -> &'r str) -> std::result::Result<Parsed, String> {
+        let num = |c: Option<usize>, what: &str| -> std::result::Result<Option<f64>, String> {
+            match c.map(get) {
+                None | Some("") => Ok(None),
+                Some(s) => s
+                    .parse::<f64>()
+                    .map(Some)
+                    .map_err(|_| format!("{what} '{s}': not a number")),
+            }
+        };
+        let t = num(Some(self.time), "EpochTime")?.ok_or("no EpochTime")?;
+        let rss = num(Some(self.rss), "RSS")?;
+        let util = num(self.util, "CPUUtilization")?;
+        let read = num(self.read, "ReadMB")?;
+        let write = num(self.write, "WriteMB")?;
+        Ok((t, rss, util, read, write))
+    }
+}
+
+/// Bins the summed rows, node by node in time order; I/O becomes
+/// cumulative MB and rates over the time since the node's last row.
+fn bin_rows(rows: BTreeMap<(String, i64), Row>, step: f64) -> Vec<NodeData> {
     let mut nodes: Vec<NodeData> = Vec::new();
     let (rss_i, cores_i) = (idx("rss_mb"), idx("cpu_cores"));
     let (rmb, wmb, rps, wps) = (
@@ -151,20 +195,7 @@ pub(crate) fn read_sh5util(
         let n = nodes.last_mut().expect("pushed above");
         n.bins.add(t, &v, 0);
     }
-    for n in &mut nodes {
-        n.bins.settle();
-        for (line, reason) in std::mem::take(&mut n.bins.refused) {
-            rejects.reject(source, line, &reason)?;
-        }
-    }
-    Ok(StreamResult {
-        index,
-        nodes,
-        passthrough: Vec::new(),
-        rejected: rejects.rejected,
-        lines,
-        job: None,
-    })
+    nodes
 }
 
 #[cfg(test)]

@@ -469,11 +469,48 @@ impl Sampler {
         self.cg_peak = cg_counters.is_some_and(|c| c.peak_bytes.is_some());
         self.cg_swap = cg_counters.is_some_and(|c| c.swap_bytes.is_some());
         self.collect();
-        let gen = self.gen;
+        self.retire_gone();
+        let mut s = Sample {
+            t,
+            host: self.cfg.host.clone(),
+            job_id: self.cfg.job_id.clone(),
+            ..Default::default()
+        };
+        let n = self.procs.len();
+        self.last_count = n;
+        if n > 0 {
+            self.seen_any = true;
+        }
+        let sum = self.sum_procs();
+        s.procs = Some(n as u32);
+        let cpu_total = self.put_cpu_and_memory(&mut s, &sum, cg_counters.unwrap_or_default());
+        let any_io = self.put_io(&mut s, &sum);
+        put_perf(&mut s, &sum.perf);
+        let node_now = self.node.read(&mut self.buf);
+        if !self.node.rapl.is_empty() {
+            s.energy_j = Some(round3(self.energy_j));
+        }
+        if let Some(p) = &self.prev {
+            let dt = mono - p.mono;
+            if dt > 0.0 {
+                self.put_rates(&mut s, cpu_total, any_io, &node_now, dt);
+            }
+        }
+        self.prev = Some(Prev {
+            mono,
+            cpu_s: cpu_total.max(self.prev.as_ref().map_or(0.0, |p| p.cpu_s)),
+            read_b: self.out_read,
+            write_b: self.out_write,
+            node: node_now,
+        });
+        s
+    }
 
-        // Processes gone since the last round: their last CPU and I/O move
-        // to the dead totals, unless their parent is still watched (the
-        // parent's cutime/cstime and io take them over when it reaps them).
+    /// Processes gone since the last round: their last CPU and I/O move
+    /// to the dead totals, unless their parent is still watched (the
+    /// parent's cutime/cstime and io take them over when it reaps them).
+    fn retire_gone(&mut self) {
+        let gen = self.gen;
         let gone: Vec<(u32, u64)> = self
             .procs
             .iter()
@@ -492,71 +529,66 @@ impl Sampler {
                 }
             }
         }
+    }
 
-        let mut s = Sample {
-            t,
-            host: self.cfg.host.clone(),
-            job_id: self.cfg.job_id.clone(),
+    /// Sums the watched processes' counters (I/O with the dead totals) and
+    /// their hardware counters' increments since the last round.
+    fn sum_procs(&mut self) -> ProcSums {
+        let mut m = ProcSums {
+            read: self.dead_read,
+            write: self.dead_write,
+            any_io: self.dead_read > 0 || self.dead_write > 0,
             ..Default::default()
         };
-        let n = self.procs.len();
-        self.last_count = n;
-        if n > 0 {
-            self.seen_any = true;
-        }
-        let (mut user, mut sys, mut rss, mut hwm, mut swap, mut threads) =
-            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-        let (mut rd, mut wr, mut any_io) = (
-            self.dead_read,
-            self.dead_write,
-            self.dead_read > 0 || self.dead_write > 0,
-        );
-        let mut pss: Option<u64> = None;
-        let mut perf_d = PerfValues::default();
-        let mut any_perf = false;
         // Counters from /proc are summed saturating: a bogus value near
         // u64::MAX gives a huge figure, never an overflow.
         let add = |sum: &mut u64, v: u64| *sum = sum.saturating_add(v);
         for v in self.procs.values_mut() {
-            add(&mut user, v.user);
-            add(&mut sys, v.sys);
-            add(&mut rss, v.rss_pages);
-            add(&mut hwm, v.hwm_kb);
-            add(&mut swap, v.swap_kb);
-            add(&mut threads, u64::from(v.threads));
+            add(&mut m.user, v.user);
+            add(&mut m.sys, v.sys);
+            add(&mut m.rss_pages, v.rss_pages);
+            add(&mut m.hwm_kb, v.hwm_kb);
+            add(&mut m.swap_kb, v.swap_kb);
+            add(&mut m.threads, u64::from(v.threads));
             if let Some(io) = v.io {
-                any_io = true;
-                add(&mut rd, io.read_bytes);
-                add(&mut wr, io.write_bytes);
+                m.any_io = true;
+                add(&mut m.read, io.read_bytes);
+                add(&mut m.write, io.write_bytes);
             }
             if let Some(p) = v.pss_kb {
-                add(pss.get_or_insert(0), p);
+                add(m.pss_kb.get_or_insert(0), p);
             }
             if let Some(pv) = v.perf.as_ref().and_then(PerfSet::read) {
-                any_perf = true;
+                let d = m.perf.get_or_insert_with(PerfValues::default);
                 let l = &v.perf_last;
-                add(&mut perf_d.cycles, pv.cycles.saturating_sub(l.cycles));
+                add(&mut d.cycles, pv.cycles.saturating_sub(l.cycles));
                 add(
-                    &mut perf_d.instructions,
+                    &mut d.instructions,
                     pv.instructions.saturating_sub(l.instructions),
                 );
                 add(
-                    &mut perf_d.cache_refs,
+                    &mut d.cache_refs,
                     pv.cache_refs.saturating_sub(l.cache_refs),
                 );
                 add(
-                    &mut perf_d.cache_misses,
+                    &mut d.cache_misses,
                     pv.cache_misses.saturating_sub(l.cache_misses),
                 );
                 v.perf_last = pv;
             }
         }
+        m
+    }
+
+    /// Fills the CPU times, thread count and memory of `s`, the cgroup's
+    /// counters taking precedence; returns the CPU seconds the busy cores
+    /// are derived from.
+    fn put_cpu_and_memory(&mut self, s: &mut Sample, sum: &ProcSums, cg: CgCounters) -> f64 {
         let tck = self.cfg.clk_tck;
         let page = self.cfg.page_size as f64;
-        let mut user_s = user.saturating_add(self.dead_user) as f64 / tck;
-        let mut sys_s = sys.saturating_add(self.dead_sys) as f64 / tck;
+        let mut user_s = sum.user.saturating_add(self.dead_user) as f64 / tck;
+        let mut sys_s = sum.sys.saturating_add(self.dead_sys) as f64 / tck;
         let mut cpu_total = user_s + sys_s;
-        let cg = cg_counters.unwrap_or_default();
         if let (Some(u), Some(sy)) = (cg.user_s, cg.sys_s) {
             user_s = u;
             sys_s = sy;
@@ -570,79 +602,75 @@ impl Sampler {
         self.out_sys = self.out_sys.max(sys_s);
         s.cpu_user_s = Some(round3(self.out_user));
         s.cpu_sys_s = Some(round3(self.out_sys));
-        s.procs = Some(n as u32);
-        s.threads = Some(threads.min(u64::from(u32::MAX)) as u32);
-        let rss_mb = rss as f64 * page / MB;
+        s.threads = Some(sum.threads.min(u64::from(u32::MAX)) as u32);
+        let rss_mb = sum.rss_pages as f64 * page / MB;
         s.rss_mb = Some(round3(rss_mb));
         let hwm_now = match cg.peak_bytes {
             Some(p) => p as f64 / MB,
-            None => hwm as f64 / 1024.0,
+            None => sum.hwm_kb as f64 / 1024.0,
         };
         self.hwm_mb = self.hwm_mb.max(hwm_now).max(rss_mb);
         s.hwm_mb = Some(round3(self.hwm_mb));
         s.swap_mb = Some(round3(match cg.swap_bytes {
             Some(b) => b as f64 / MB,
-            None => swap as f64 / 1024.0,
+            None => sum.swap_kb as f64 / 1024.0,
         }));
-        s.pss_mb = pss.map(|p| round3(p as f64 / 1024.0));
-        any_io |= self.io_seen;
+        s.pss_mb = sum.pss_kb.map(|p| round3(p as f64 / 1024.0));
+        cpu_total
+    }
+
+    /// Fills the cumulative I/O of `s`, once any process has shown I/O;
+    /// returns whether one has.
+    fn put_io(&mut self, s: &mut Sample, sum: &ProcSums) -> bool {
+        let any_io = sum.any_io || self.io_seen;
         self.io_seen = any_io;
         if any_io {
-            self.out_read = self.out_read.max(rd);
-            self.out_write = self.out_write.max(wr);
+            self.out_read = self.out_read.max(sum.read);
+            self.out_write = self.out_write.max(sum.write);
             s.read_mb = Some(round3(self.out_read as f64 / MB));
             s.write_mb = Some(round3(self.out_write as f64 / MB));
         }
-        if any_perf && perf_d.instructions > 0 {
-            s.cpi = Some(round3(perf_d.cycles as f64 / perf_d.instructions as f64));
-            if perf_d.cache_refs > 0 {
-                s.cache_miss_rate = Some(round6(
-                    perf_d.cache_misses as f64 / perf_d.cache_refs as f64,
-                ));
-            }
+        any_io
+    }
+
+    /// Fills the rates of `s` over the `dt` seconds since the last sample:
+    /// busy cores, I/O and the node's counters.
+    fn put_rates(
+        &mut self,
+        s: &mut Sample,
+        cpu_total: f64,
+        any_io: bool,
+        node_now: &NodeReading,
+        dt: f64,
+    ) {
+        let Some(p) = &self.prev else {
+            return;
+        };
+        let cores = (cpu_total - p.cpu_s).max(0.0) / dt;
+        s.cpu_cores = Some(round3(cores));
+        if let Some(c) = self.cfg.cpus.filter(|&c| c > 0) {
+            s.cpu_frac = Some(round3(cores / f64::from(c)));
         }
-        let node_now = self.node.read(&mut self.buf);
-        if !self.node.rapl.is_empty() {
+        if any_io {
+            s.read_mbps = Some(round3(
+                self.out_read.saturating_sub(p.read_b) as f64 / MB / dt,
+            ));
+            s.write_mbps = Some(round3(
+                self.out_write.saturating_sub(p.write_b) as f64 / MB / dt,
+            ));
+        }
+        let r = self.node.rates(&p.node, node_now, dt);
+        s.numa_miss_rate = r.numa_miss_rate.map(round6);
+        s.lustre_read_mbps = r.lustre_read_mbps.map(round3);
+        s.lustre_write_mbps = r.lustre_write_mbps.map(round3);
+        s.lustre_meta_ops = r.lustre_meta_ops.map(round3);
+        if let Some(e) = r.energy_j {
+            self.energy_j += e;
             s.energy_j = Some(round3(self.energy_j));
         }
-        if let Some(p) = &self.prev {
-            let dt = mono - p.mono;
-            if dt > 0.0 {
-                let cores = (cpu_total - p.cpu_s).max(0.0) / dt;
-                s.cpu_cores = Some(round3(cores));
-                if let Some(c) = self.cfg.cpus.filter(|&c| c > 0) {
-                    s.cpu_frac = Some(round3(cores / f64::from(c)));
-                }
-                if any_io {
-                    s.read_mbps = Some(round3(
-                        self.out_read.saturating_sub(p.read_b) as f64 / MB / dt,
-                    ));
-                    s.write_mbps = Some(round3(
-                        self.out_write.saturating_sub(p.write_b) as f64 / MB / dt,
-                    ));
-                }
-                let r = self.node.rates(&p.node, &node_now, dt);
-                s.numa_miss_rate = r.numa_miss_rate.map(round6);
-                s.lustre_read_mbps = r.lustre_read_mbps.map(round3);
-                s.lustre_write_mbps = r.lustre_write_mbps.map(round3);
-                s.lustre_meta_ops = r.lustre_meta_ops.map(round3);
-                if let Some(e) = r.energy_j {
-                    self.energy_j += e;
-                    s.energy_j = Some(round3(self.energy_j));
-                }
-                s.power_w = r.power_w.map(round3);
-                s.ib_rx_mbps = r.ib_rx_mbps.map(round3);
-                s.ib_tx_mbps = r.ib_tx_mbps.map(round3);
-            }
-        }
-        self.prev = Some(Prev {
-            mono,
-            cpu_s: cpu_total.max(self.prev.as_ref().map_or(0.0, |p| p.cpu_s)),
-            read_b: self.out_read,
-            write_b: self.out_write,
-            node: node_now,
-        });
-        s
+        s.power_w = r.power_w.map(round3);
+        s.ib_rx_mbps = r.ib_rx_mbps.map(round3);
+        s.ib_tx_mbps = r.ib_tx_mbps.map(round3);
     }
 
     /// Reads the job cgroup's counters, when the sampler watches one.
@@ -658,6 +686,36 @@ impl Sampler {
         }
         let c = cgroup::read_counters(cg, &mut self.buf, 100.0);
         (c.cpu_s.is_some() || c.user_s.is_some() || c.peak_bytes.is_some()).then_some(c)
+    }
+}
+
+/// The watched processes' counters summed over one round.
+#[derive(Default)]
+struct ProcSums {
+    /// CPU ticks.
+    user: u64,
+    sys: u64,
+    rss_pages: u64,
+    hwm_kb: u64,
+    swap_kb: u64,
+    threads: u64,
+    /// Bytes read and written, the dead processes' included.
+    read: u64,
+    write: u64,
+    any_io: bool,
+    pss_kb: Option<u64>,
+    /// Hardware counter increments, when any process has them.
+    perf: Option<PerfValues>,
+}
+
+/// Fills the cycles per instruction and cache miss rate of `s`.
+fn put_perf(s: &mut Sample, perf: &Option<PerfValues>) {
+    let Some(d) = perf.as_ref().filter(|d| d.instructions > 0) else {
+        return;
+    };
+    s.cpi = Some(round3(d.cycles as f64 / d.instructions as f64));
+    if d.cache_refs > 0 {
+        s.cache_miss_rate = Some(round6(d.cache_misses as f64 / d.cache_refs as f64));
     }
 }
 
