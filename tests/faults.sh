@@ -19,21 +19,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
 bin=$CARGO_TARGET_DIR/debug
 export PATH="$bin:$root/bin-wrappers:$PATH"
 
-passed=0
-failed=0
-ok() {
-    passed=$((passed + 1))
-    echo "ok - $*"
-}
-not_ok() {
-    failed=$((failed + 1))
-    echo "not ok - $*"
-}
-check() {
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
+# shellcheck source=tests/checks.sh
+. "$root/tests/checks.sh"
 
 work=$(mktemp -d /tmp/hpc-sizer-faults.XXXXXX)
 cleanup() {

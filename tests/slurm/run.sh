@@ -34,22 +34,8 @@ t_begin=$SECONDS
 # shellcheck source=tests/slurm/guard.sh
 . "$here/guard.sh"
 
-passed=0
-failed=0
-ok() {
-    passed=$((passed + 1))
-    echo "ok - $*"
-}
-not_ok() {
-    failed=$((failed + 1))
-    echo "not ok - $*"
-}
-# check <description> <command...>
-check() {
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
+# shellcheck source=tests/checks.sh
+. "$root/tests/checks.sh"
 # show <prefix> <text>: the text as comment lines.
 show() { [ -z "$2" ] || printf '%s\n' "$2" | sed "s/^/# $1/"; }
 # seconds_since <date +%s.%N>

@@ -197,8 +197,6 @@ pub struct Rejects {
     tool: &'static str,
     /// Lines rejected so far.
     pub rejected: u64,
-    /// Lines tolerated with a warning (a truncated last line).
-    pub warned: u64,
     /// Stop at the first bad line.
     pub strict: bool,
     quiet_after: u64,
@@ -210,7 +208,6 @@ impl Rejects {
         Rejects {
             tool,
             rejected: 0,
-            warned: 0,
             strict: false,
             quiet_after: 1000,
         }
@@ -236,7 +233,6 @@ impl Rejects {
 
     /// Reports a tolerated problem (not counted as a reject).
     pub fn warn(&mut self, source: Option<&str>, line: u64, reason: &str) {
-        self.warned += 1;
         let place = place(source, line);
         crate::note!("{}: {place}: {reason}", self.tool);
     }

@@ -1,6 +1,7 @@
 //! What is known about one job, and how the rules of [`crate::rules`] are
 //! applied to it.
 
+use hpc_core::num::round6;
 use hpc_core::record::Flag;
 
 use crate::rules::RULES;
@@ -194,10 +195,6 @@ pub fn evaluate(job_id: &str, acc: JobAcc, th: &Thresholds) -> Outcome {
         }
     }
     out
-}
-
-fn round6(v: f64) -> f64 {
-    (v * 1e6).round() / 1e6
 }
 
 /// A sample series sorted by time, with each sample's duration.

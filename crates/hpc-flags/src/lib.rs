@@ -20,6 +20,7 @@ use std::path::Path;
 
 use argh::FromArgs;
 use hpc_core::ndjson::{Line, LineReader, Rejects};
+use hpc_core::num::sum_present;
 use hpc_core::paths::shown;
 use hpc_core::record::write_tagged;
 use hpc_core::{Error, Result};
@@ -188,14 +189,6 @@ fn nan(v: Option<f64>) -> f64 {
     v.unwrap_or(f64::NAN)
 }
 
-/// `a + b`, an absent side counting as 0; absent when both are.
-fn sum_opt(a: Option<f64>, b: Option<f64>) -> f64 {
-    match (a, b) {
-        (None, None) => f64::NAN,
-        (a, b) => a.unwrap_or(0.0) + b.unwrap_or(0.0),
-    }
-}
-
 /// One job being read.
 #[derive(Default)]
 struct Group {
@@ -271,8 +264,8 @@ impl<W: Write> Flagger<'_, W> {
                     frac: nan(v.cpu_frac),
                     cores: nan(v.cpu_cores),
                     rss: nan(v.rss_mb),
-                    io: sum_opt(v.read_mbps, v.write_mbps),
-                    lustre_io: sum_opt(v.lustre_read_mbps, v.lustre_write_mbps),
+                    io: sum_present(nan(v.read_mbps), nan(v.write_mbps)),
+                    lustre_io: sum_present(nan(v.lustre_read_mbps), nan(v.lustre_write_mbps)),
                     lustre_meta: nan(v.lustre_meta_ops),
                     cpi: nan(v.cpi),
                     cache: nan(v.cache_miss_rate),

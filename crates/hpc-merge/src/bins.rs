@@ -7,6 +7,8 @@
 //! a held (sample-and-hold) series, which is added into the job-wide
 //! [`Aggregate`] and then dropped.
 
+use hpc_core::num::sum_present;
+
 /// How a field combines inside one node's bin and across nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -576,16 +578,6 @@ fn hold(
     if have {
         last[k] = x;
         last_t[k] = tl;
-    }
-}
-
-/// `a + b` where an absent side counts as 0, NaN when both are absent.
-pub(crate) fn sum_present(a: f64, b: f64) -> f64 {
-    match (a.is_nan(), b.is_nan()) {
-        (true, true) => f64::NAN,
-        (true, false) => b,
-        (false, true) => a,
-        (false, false) => a + b,
     }
 }
 

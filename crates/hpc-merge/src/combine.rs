@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::sync::Mutex;
 
+use hpc_core::num::round6;
 use hpc_core::paths::{escaped, shown};
 use hpc_core::record::{write_tagged, Summary};
 use hpc_core::{Error, Result};
@@ -32,7 +33,7 @@ pub(crate) struct NodeStat {
     req_mem_mb: Option<f64>,
     cpu_s: Option<f64>,
     cpu_cumulative: bool,
-    totals: [Option<f64>; 7],
+    totals: [Option<f64>; TOTAL_NAMES.len()],
     /// Sampling times after the clock shift.
     t_min: f64,
     t_max: f64,
@@ -114,14 +115,6 @@ pub(crate) struct Combiner<'a> {
     meta_job_id: Option<String>,
     sample_job_id: Option<String>,
     meta_nnodes: Option<u32>,
-}
-
-fn round6(v: f64) -> f64 {
-    if v.abs() < 1e12 {
-        (v * 1e6).round() / 1e6
-    } else {
-        v
-    }
 }
 
 /// Appends a number, rounded to 6 decimals; whole numbers without a fraction.
@@ -743,7 +736,7 @@ impl NodeStat {
             req_mem_mb,
             cpu_s: None,
             cpu_cumulative: false,
-            totals: [None; 7],
+            totals: [None; TOTAL_NAMES.len()],
             t_min: f64::NAN,
             t_max: f64::NAN,
         }
@@ -836,9 +829,9 @@ fn node_cpu_s(acc: &Acc, step: f64) -> (Option<f64>, bool) {
 }
 
 /// A node's I/O and energy totals, indexed by the `T_*` constants.
-fn node_totals(acc: &Acc, step: f64) -> [Option<f64>; 7] {
+fn node_totals(acc: &Acc, step: f64) -> [Option<f64>; TOTAL_NAMES.len()] {
     let integral = |k: usize| integral(acc, step, k);
-    let mut totals = [None; 7];
+    let mut totals = [None; TOTAL_NAMES.len()];
     totals[T_READ] = acc.total(READ_MB).or_else(|| integral(READ_MBPS));
     totals[T_WRITE] = acc.total(WRITE_MB).or_else(|| integral(WRITE_MBPS));
     totals[T_LREAD] = integral(LREAD);

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use hpc_core::num::round6;
 use hpc_core::record::Sample;
 
 use crate::cgroup::{self, CgCounters, JobCgroup};
@@ -733,8 +734,4 @@ fn list_proc_pids(root: &std::path::Path, out: &mut Vec<u32>) {
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
-}
-
-fn round6(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
 }
