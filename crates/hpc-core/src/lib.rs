@@ -2,6 +2,7 @@
 //!
 //! - [`record`]: the record types (`job`, `sample`, `meta`, `summary`,
 //!   `flag`) that travel between the tools as NDJSON;
+//! - [`advice`]: the sizing records (`analysis`, `rec`, `backtest`);
 //! - [`ndjson`]: numbered line reading and reject reporting;
 //! - [`cli`]: argument parsing with the shared exit codes;
 //! - [`csvio`]: CSV output of records;
@@ -15,6 +16,7 @@
 //! tools that do not use it do not compile SQLite.
 #![deny(missing_docs)]
 
+pub mod advice;
 pub mod cli;
 pub mod csvio;
 pub mod error;
