@@ -1,5 +1,5 @@
 //! The field tables of the records: each record's layout is written once,
-//! in [`crate::record`], through the [`record_table!`] macro, which makes
+//! in [`crate::record`], through the [`record_table!`](crate::record_table) macro, which makes
 //! the struct (with its serde attributes) and its table of [`Column`]s:
 //! name, kind, unit, doc and a typed getter and setter per field.
 //!
