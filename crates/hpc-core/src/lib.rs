@@ -1,5 +1,6 @@
 //! hpc-core: what the hpc-sizer tools share.
 //!
+//! - [`fields`]: the field tables that [`record`] declares its records with;
 //! - [`record`]: the record types (`job`, `sample`, `meta`, `summary`,
 //!   `flag`) that travel between the tools as NDJSON;
 //! - [`advice`]: the sizing records (`analysis`, `rec`, `backtest`);
@@ -20,6 +21,7 @@ pub mod advice;
 pub mod cli;
 pub mod csvio;
 pub mod error;
+pub mod fields;
 pub mod ndjson;
 pub mod num;
 pub mod paths;

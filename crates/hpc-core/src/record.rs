@@ -6,101 +6,71 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+crate::record_table! {
 /// One SLURM job as the accounting database knows it, with its steps merged
 /// and the derived efficiencies and waste.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Job {
-    /// The cluster name (sacct `Cluster`, or the ingest's `--cluster`).
-    pub cluster: String,
-    /// The job id as sacct shows it (`123`, `123_4`, `123+1`).
-    pub job_id: String,
-    /// The raw numeric id (unique per cluster; array tasks have their own).
-    pub job_id_raw: String,
-    /// The submitting user.
+    cluster: String [Text, "", "The cluster name (sacct `Cluster`, or the ingest's `--cluster`)."],
+    job_id: String [Text, "", "The job id as sacct shows it (`123`, `123_4`, `123+1`)."],
+    job_id_raw: String [Text, "", "The raw numeric id (unique per cluster; array tasks have their own)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// The account charged.
+    user: Option<String> [Text, "", "The submitting user."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub account: Option<String>,
-    /// The user's group (sacct `Group`, or a mapping file).
+    account: Option<String> [Text, "", "The account charged."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
-    /// The partition.
+    group: Option<String> [Text, "", "The user's group (sacct `Group`, or a mapping file)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partition: Option<String>,
-    /// The job name.
+    partition: Option<String> [Text, "", "The partition."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_name: Option<String>,
-    /// The normalised state (`CANCELLED by 42` becomes `CANCELLED`).
-    pub state: String,
-    /// The uid that cancelled the job, from `CANCELLED by <uid>`.
+    job_name: Option<String> [Text, "", "The job name."],
+    state: String [Text, "", "The normalised state (`CANCELLED by 42` becomes `CANCELLED`)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancelled_by: Option<u32>,
-    /// The exit code as `code:signal`.
+    cancelled_by: Option<u32> [Int, "", "The uid that cancelled the job, from `CANCELLED by <uid>`."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<String>,
-    /// Submit time, RFC 3339.
+    exit_code: Option<String> [Text, "", "The exit code as `code:signal`."],
     #[serde(default)]
-    pub submit: Option<String>,
-    /// Start time, RFC 3339, or null when the job never started.
+    submit: Option<String> [Time, "", "Submit time, RFC 3339."],
     #[serde(default)]
-    pub start: Option<String>,
-    /// End time, RFC 3339, or null while it runs.
+    start: Option<String> [Time, "", "Start time, RFC 3339, or null when the job never started."],
     #[serde(default)]
-    pub end: Option<String>,
-    /// Wall time in seconds.
+    end: Option<String> [Time, "", "End time, RFC 3339, or null while it runs."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub elapsed_s: Option<f64>,
-    /// The time limit in seconds (absent when unlimited or unknown).
+    elapsed_s: Option<f64> [Real, "s", "Wall time in seconds."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timelimit_s: Option<f64>,
-    /// Allocated CPUs.
+    timelimit_s: Option<f64> [Real, "s", "The time limit in seconds (absent when unlimited or unknown)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alloc_cpus: Option<u32>,
-    /// Allocated GPUs (from AllocTRES).
+    alloc_cpus: Option<u32> [Int, "", "Allocated CPUs."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub alloc_gpus: Option<u32>,
-    /// Allocated nodes.
+    alloc_gpus: Option<u32> [Int, "", "Allocated GPUs (from AllocTRES)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nnodes: Option<u32>,
-    /// Tasks (the largest NTasks of the job or its steps).
+    nnodes: Option<u32> [Int, "", "Allocated nodes."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ntasks: Option<u32>,
-    /// The node list in SLURM's compressed form.
+    ntasks: Option<u32> [Int, "", "Tasks (the largest NTasks of the job or its steps)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_list: Option<String>,
-    /// The memory the job may use in total (after `n`/`c` scaling), MiB.
+    node_list: Option<String> [Text, "", "The node list in SLURM's compressed form."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub req_mem_mb: Option<f64>,
-    /// The largest MaxRSS of any step, MiB.
+    req_mem_mb: Option<f64> [Real, "MiB", "The memory the job may use in total (after `n`/`c` scaling), MiB."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_rss_mb: Option<f64>,
-    /// Total CPU (user + system) seconds of all steps.
+    max_rss_mb: Option<f64> [Real, "MiB", "The largest MaxRSS of any step, MiB."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub total_cpu_s: Option<f64>,
-    /// CPU efficiency in percent.
+    total_cpu_s: Option<f64> [Real, "s", "Total CPU (user + system) seconds of all steps."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_eff: Option<f64>,
-    /// Memory efficiency in percent.
+    cpu_eff: Option<f64> [Real, "%", "CPU efficiency in percent."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mem_eff: Option<f64>,
-    /// CPU-hours reserved (allocated CPUs x elapsed).
+    mem_eff: Option<f64> [Real, "%", "Memory efficiency in percent."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_hours_reserved: Option<f64>,
-    /// CPU-hours reserved but not used.
+    cpu_hours_reserved: Option<f64> [Real, "h", "CPU-hours reserved (allocated CPUs x elapsed)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_hours_wasted: Option<f64>,
-    /// Memory GiB-hours reserved.
+    cpu_hours_wasted: Option<f64> [Real, "h", "CPU-hours reserved but not used."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mem_gb_hours_reserved: Option<f64>,
-    /// Memory GiB-hours reserved above the peak.
+    mem_gb_hours_reserved: Option<f64> [Real, "GiB h", "Memory GiB-hours reserved."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mem_gb_hours_wasted: Option<f64>,
-    /// GPU-hours reserved.
+    mem_gb_hours_wasted: Option<f64> [Real, "GiB h", "Memory GiB-hours reserved above the peak."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_hours_reserved: Option<f64>,
-    /// True once the state is final (not RUNNING, PENDING, ...).
-    pub is_final: bool,
+    gpu_hours_reserved: Option<f64> [Real, "h", "GPU-hours reserved."],
+    is_final: bool [Bool, "", "True once the state is final (not RUNNING, PENDING, ...)."],
+}
 }
 
 /// The first record a probe writes: what it watches and how.
@@ -143,69 +113,69 @@ pub struct Meta {
     pub extra: Map<String, Value>,
 }
 
+crate::record_table! {
 /// One sample of one node (or, after hpc-merge, of the whole job).
 /// Every field but `t` is optional: a source that is absent leaves it out.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[allow(missing_docs)]
 pub struct Sample {
-    /// Unix seconds.
-    pub t: f64,
+    t: f64 [Real, "s", "Unix seconds."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
+    host: Option<String> [Text, "", "The node."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job_id: Option<String>,
+    job_id: Option<String> [Text, "", "The SLURM job id."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rss_mb: Option<f64>,
+    rss_mb: Option<f64> [Real, "MiB", "Resident set size of the watched processes."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hwm_mb: Option<f64>,
+    hwm_mb: Option<f64> [Real, "MiB", "Peak memory (never goes down)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub swap_mb: Option<f64>,
+    swap_mb: Option<f64> [Real, "MiB", "Swap used."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pss_mb: Option<f64>,
+    pss_mb: Option<f64> [Real, "MiB", "Proportional set size."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_user_s: Option<f64>,
+    cpu_user_s: Option<f64> [Real, "s", "User CPU seconds, cumulative."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_sys_s: Option<f64>,
+    cpu_sys_s: Option<f64> [Real, "s", "System CPU seconds, cumulative."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_cores: Option<f64>,
+    cpu_cores: Option<f64> [Real, "cores", "Busy cores over the interval."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_frac: Option<f64>,
+    cpu_frac: Option<f64> [Real, "", "Busy cores over the allocated CPUs."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<u32>,
+    threads: Option<u32> [Int, "", "Threads of the watched processes."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub procs: Option<u32>,
+    procs: Option<u32> [Int, "", "Watched processes."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_mb: Option<f64>,
+    read_mb: Option<f64> [Real, "MiB", "Read from storage, cumulative."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write_mb: Option<f64>,
+    write_mb: Option<f64> [Real, "MiB", "Written to storage, cumulative."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub read_mbps: Option<f64>,
+    read_mbps: Option<f64> [Real, "MiB/s", "Storage read rate."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub write_mbps: Option<f64>,
+    write_mbps: Option<f64> [Real, "MiB/s", "Storage write rate."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub numa_miss_rate: Option<f64>,
+    numa_miss_rate: Option<f64> [Real, "", "NUMA misses over NUMA accesses (node-wide)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lustre_read_mbps: Option<f64>,
+    lustre_read_mbps: Option<f64> [Real, "MiB/s", "Lustre read rate (node-wide)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lustre_write_mbps: Option<f64>,
+    lustre_write_mbps: Option<f64> [Real, "MiB/s", "Lustre write rate (node-wide)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lustre_meta_ops: Option<f64>,
+    lustre_meta_ops: Option<f64> [Real, "1/s", "Lustre metadata operations per second (node-wide)."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpi: Option<f64>,
+    cpi: Option<f64> [Real, "", "Cycles per instruction."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_miss_rate: Option<f64>,
+    cache_miss_rate: Option<f64> [Real, "", "Cache misses over cache references."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub energy_j: Option<f64>,
+    energy_j: Option<f64> [Real, "J", "Energy of the CPU packages since the probe started, cumulative."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub power_w: Option<f64>,
+    power_w: Option<f64> [Real, "W", "Mean package power over the interval."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ib_rx_mbps: Option<f64>,
+    ib_rx_mbps: Option<f64> [Real, "MiB/s", "InfiniBand receive rate."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ib_tx_mbps: Option<f64>,
+    ib_tx_mbps: Option<f64> [Real, "MiB/s", "InfiniBand send rate."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_util: Option<f64>,
+    gpu_util: Option<f64> [Real, "%", "GPU use, mean over the job's GPUs."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_mem_mb: Option<f64>,
+    gpu_mem_mb: Option<f64> [Real, "MiB", "GPU memory used, summed over the job's GPUs."],
+}
 }
 
 /// A job-wide (no `host`) or per-node summary, written by hpc-merge.
@@ -342,6 +312,37 @@ mod tests {
         let back: Job = serde_json::from_str(&text).unwrap();
         assert_eq!(back, j);
         assert_eq!(peek_kind(&text).as_deref(), Some("job"));
+    }
+
+    #[test]
+    fn the_tables_follow_the_structs_on_the_wire() {
+        use crate::fields::{Kind, Value as V};
+        let mut j = Job::default();
+        for (i, c) in Job::COLUMNS.iter().enumerate() {
+            let text = format!("2026-01-{:02}T00:00:00Z", i + 1);
+            let v = match c.field.kind {
+                Kind::Text | Kind::Time => V::Text(Some(&text)),
+                Kind::Int => V::Int(Some(i as i64)),
+                Kind::Real => V::Real(Some(i as f64 + 0.5)),
+                Kind::Bool => V::Bool(true),
+            };
+            (c.set)(&mut j, v).unwrap();
+            assert_eq!((c.get)(&j), v, "{}", c.field.name);
+        }
+        let text = serde_json::to_string(&j).unwrap();
+        let at: Vec<Option<usize>> = Job::FIELDS
+            .iter()
+            .map(|f| text.find(&format!("\"{}\":", f.name)))
+            .collect();
+        assert!(
+            at.iter().all(Option::is_some),
+            "every field written: {text}"
+        );
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "in table order: {text}");
+        let names: Vec<&str> = Sample::COLUMNS.iter().map(|c| c.field.name).collect();
+        assert_eq!(names.len(), 29);
+        assert_eq!(names[..4], ["t", "host", "job_id", "rss_mb"]);
+        assert!(Job::FIELDS.iter().all(|f| !f.doc.is_empty()));
     }
 
     #[test]

@@ -14,4 +14,6 @@ pub mod error;
 pub mod store;
 
 pub use error::{Error, Result};
-pub use store::{now_epoch, JobFilter, PutError, PutStats, Store, Writer, SCHEMA_VERSION};
+pub use store::{
+    job_columns, now_epoch, JobColumn, JobFilter, PutError, PutStats, Store, Writer, SCHEMA_VERSION,
+};

@@ -19,10 +19,11 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 use argh::FromArgs;
+use hpc_core::fields::index_of;
 use hpc_core::ndjson::{Line, LineReader, Rejects};
 use hpc_core::num::sum_present;
 use hpc_core::paths::shown;
-use hpc_core::record::write_tagged;
+use hpc_core::record::{write_tagged, Sample};
 use hpc_core::{Error, Result};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -109,47 +110,59 @@ fn job_id_de<'de, D: serde::Deserializer<'de>>(
     })
 }
 
-/// The parts of a line that decide where it goes.
-#[derive(Deserialize)]
-struct LineView<'a> {
-    #[serde(borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(default, deserialize_with = "job_id_de")]
-    job_id: Option<String>,
-    /// On `job` records: the raw id, which is what the probe's files and
-    /// the store key a job by (an array task `14_3` has raw id `14`).
-    #[serde(default, deserialize_with = "job_id_de")]
-    job_id_raw: Option<String>,
-    #[serde(borrow, default)]
-    host: Option<Cow<'a, str>>,
-    #[serde(default)]
-    t: Option<f64>,
-    #[serde(default)]
-    cpu_frac: Option<f64>,
-    #[serde(default)]
-    cpu_cores: Option<f64>,
-    #[serde(default)]
-    rss_mb: Option<f64>,
-    #[serde(default)]
-    read_mbps: Option<f64>,
-    #[serde(default)]
-    write_mbps: Option<f64>,
-    #[serde(default)]
-    lustre_read_mbps: Option<f64>,
-    #[serde(default)]
-    lustre_write_mbps: Option<f64>,
-    #[serde(default)]
-    lustre_meta_ops: Option<f64>,
-    #[serde(default)]
-    cpi: Option<f64>,
-    #[serde(default)]
-    cache_miss_rate: Option<f64>,
-    #[serde(default)]
-    numa_miss_rate: Option<f64>,
-    #[serde(default)]
-    req_cpus: Option<f64>,
-    #[serde(default)]
-    req_mem_mb: Option<f64>,
+/// A field of hpc-core's sample table, checked at compile time (an
+/// unknown name stops the build).
+const fn sample_field(name: &str) -> &str {
+    Sample::FIELDS[index_of(Sample::FIELDS, name)].name
+}
+
+/// Declares [`LineView`] with the sample fields the rules read, each
+/// checked against hpc-core's sample table.
+macro_rules! line_view {
+    ($($sample:ident),* $(,)?) => {
+        /// The parts of a line that decide where it goes.
+        #[derive(Deserialize, Default)]
+        struct LineView<'a> {
+            #[serde(borrow, default)]
+            kind: Option<Cow<'a, str>>,
+            #[serde(default, deserialize_with = "job_id_de")]
+            job_id: Option<String>,
+            /// On `job` records: the raw id, which is what the probe's files and
+            /// the store key a job by (an array task `14_3` has raw id `14`).
+            #[serde(default, deserialize_with = "job_id_de")]
+            job_id_raw: Option<String>,
+            #[serde(borrow, default)]
+            host: Option<Cow<'a, str>>,
+            $(
+                #[serde(default)]
+                $sample: Option<f64>,
+            )*
+            /// On `meta` records.
+            #[serde(default)]
+            req_cpus: Option<f64>,
+            #[serde(default)]
+            req_mem_mb: Option<f64>,
+        }
+
+        const _: () = {
+            $(sample_field(stringify!($sample));)*
+        };
+    };
+}
+
+line_view! {
+    t,
+    cpu_frac,
+    cpu_cores,
+    rss_mb,
+    read_mbps,
+    write_mbps,
+    lustre_read_mbps,
+    lustre_write_mbps,
+    lustre_meta_ops,
+    cpi,
+    cache_miss_rate,
+    numa_miss_rate,
 }
 
 impl LineView<'_> {
@@ -165,22 +178,7 @@ impl LineView<'_> {
                 Some(Value::Number(n)) => Some(n.to_string()),
                 _ => None,
             },
-            job_id_raw: None,
-            host: None,
-            t: None,
-            cpu_frac: None,
-            cpu_cores: None,
-            rss_mb: None,
-            read_mbps: None,
-            write_mbps: None,
-            lustre_read_mbps: None,
-            lustre_write_mbps: None,
-            lustre_meta_ops: None,
-            cpi: None,
-            cache_miss_rate: None,
-            numa_miss_rate: None,
-            req_cpus: None,
-            req_mem_mb: None,
+            ..LineView::default()
         }
     }
 }

@@ -9,129 +9,9 @@
 
 use hpc_core::num::sum_present;
 
-/// How a field combines inside one node's bin and across nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A level (memory): largest value in a bin, summed over nodes.
-    Level,
-    /// A rate (busy cores, MB/s, W): mean in a bin, summed over nodes.
-    Rate,
-    /// A cumulative counter: latest value in a bin; node increments summed.
-    Cumulative,
-    /// A ratio (CPI, miss rates): mean in a bin, averaged over nodes.
-    Ratio,
-}
-
-/// A sample field that hpc-merge combines.
-pub(crate) struct Field {
-    pub name: &'static str,
-    pub kind: Kind,
-}
-
-macro_rules! fields {
-    ($($name:ident: $kind:ident),* $(,)?) => {
-        pub(crate) const FIELDS: &[Field] = &[$(Field { name: stringify!($name), kind: Kind::$kind }),*];
-        /// The values of one parsed sample, in [`FIELDS`] order (NaN = absent).
-        pub(crate) fn values_of(s: &crate::input::RawSample) -> [f64; NF] {
-            [$(s.$name.unwrap_or(f64::NAN)),*]
-        }
-    };
-}
-
-fields! {
-    rss_mb: Level,
-    hwm_mb: Level,
-    swap_mb: Level,
-    pss_mb: Level,
-    gpu_mem_mb: Level,
-    cpu_cores: Rate,
-    read_mbps: Rate,
-    write_mbps: Rate,
-    lustre_read_mbps: Rate,
-    lustre_write_mbps: Rate,
-    lustre_meta_ops: Rate,
-    power_w: Rate,
-    ib_rx_mbps: Rate,
-    ib_tx_mbps: Rate,
-    read_mb: Cumulative,
-    write_mb: Cumulative,
-    cpu_user_s: Cumulative,
-    cpu_sys_s: Cumulative,
-    energy_j: Cumulative,
-    numa_miss_rate: Ratio,
-    cpi: Ratio,
-    cache_miss_rate: Ratio,
-    gpu_util: Ratio,
-}
-
-/// The number of combined fields.
-pub(crate) const NF: usize = 23;
-
-/// Index of a field by name (compile-time checked by the tests).
-pub(crate) const fn idx(name: &str) -> usize {
-    let mut i = 0;
-    while i < FIELDS.len() {
-        if const_eq(FIELDS[i].name, name) {
-            return i;
-        }
-        i += 1;
-    }
-    panic!("unknown field")
-}
-
-const fn const_eq(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
-
-pub(crate) const RSS: usize = idx("rss_mb");
-pub(crate) const CORES: usize = idx("cpu_cores");
-pub(crate) const READ_MBPS: usize = idx("read_mbps");
-pub(crate) const WRITE_MBPS: usize = idx("write_mbps");
-pub(crate) const LREAD: usize = idx("lustre_read_mbps");
-pub(crate) const LWRITE: usize = idx("lustre_write_mbps");
-pub(crate) const LMETA: usize = idx("lustre_meta_ops");
-pub(crate) const POWER: usize = idx("power_w");
-pub(crate) const READ_MB: usize = idx("read_mb");
-pub(crate) const WRITE_MB: usize = idx("write_mb");
-pub(crate) const CPU_USER: usize = idx("cpu_user_s");
-pub(crate) const CPU_SYS: usize = idx("cpu_sys_s");
-pub(crate) const ENERGY: usize = idx("energy_j");
-pub(crate) const NUMA: usize = idx("numa_miss_rate");
-pub(crate) const CPI: usize = idx("cpi");
-pub(crate) const CACHE: usize = idx("cache_miss_rate");
-
-/// The fields of each kind lie together, in this order (checked below), so
-/// that the per-sample and per-bin loops run over ranges of one kind.
-pub(crate) const LEVELS: std::ops::Range<usize> = 0..5;
-pub(crate) const RATES: std::ops::Range<usize> = 5..14;
-pub(crate) const CUMULATIVE: std::ops::Range<usize> = 14..19;
-pub(crate) const RATIOS: std::ops::Range<usize> = 19..NF;
-
-const _: () = {
-    let mut k = 0;
-    while k < NF {
-        let ok = match FIELDS[k].kind {
-            Kind::Level => k < LEVELS.end,
-            Kind::Rate => k >= RATES.start && k < RATES.end,
-            Kind::Cumulative => k >= CUMULATIVE.start && k < CUMULATIVE.end,
-            Kind::Ratio => k >= RATIOS.start && k < RATIOS.end,
-        };
-        assert!(ok, "FIELDS are not grouped by kind as the ranges say");
-        k += 1;
-    }
-    assert!(LEVELS.start == 0 && LEVELS.end == RATES.start);
-    assert!(RATES.end == CUMULATIVE.start && CUMULATIVE.end == RATIOS.start);
+pub(crate) use crate::fields::{
+    idx, Kind, CACHE, CORES, CPI, CPU_SYS, CPU_USER, CUMULATIVE, ENERGY, FIELDS, LEVELS, LMETA,
+    LREAD, LWRITE, NF, NUMA, POWER, RATES, RATIOS, READ_MB, READ_MBPS, RSS, WRITE_MB, WRITE_MBPS,
 };
 
 /// One node's bins on the absolute grid `floor(t / step)`.
@@ -353,20 +233,7 @@ impl NodeBins {
 
     /// Bins one sample. Returns `Err` with a reason when `t` is unusable.
     fn place(&mut self, t: f64, v: &[f64; NF]) -> Result<(), String> {
-        let days = MAX_SPAN_S / 86400.0;
-        if (t - self.anchor).abs() > MAX_SPAN_S {
-            return Err(format!(
-                "t {t} is more than {days} days away from the node's other samples (around {})",
-                self.anchor
-            ));
-        }
-        if self.samples > 0
-            && ((t - self.t_min).abs() > MAX_SPAN_S || (t - self.t_max).abs() > MAX_SPAN_S)
-        {
-            return Err(format!(
-                "t {t} is more than {days} days away from the node's other samples"
-            ));
-        }
+        self.check_span(t)?;
         let abs = (t / self.step).floor() as i64;
         let Some(i) = self.slot(abs) else {
             return Err(format!(
@@ -389,6 +256,37 @@ impl NodeBins {
         self.samples += 1;
         self.t_min = self.t_min.min(t);
         self.t_max = self.t_max.max(t);
+        self.fold(i, v, newest);
+        if !v[RSS].is_nan() && (self.peak_rss.is_nan() || v[RSS] > self.peak_rss) {
+            self.peak_rss = v[RSS];
+        }
+        Ok(())
+    }
+
+    /// `Err` when `t` lies more than [`MAX_SPAN_S`] from the node's anchor
+    /// or from its other samples.
+    fn check_span(&self, t: f64) -> Result<(), String> {
+        let days = MAX_SPAN_S / 86400.0;
+        if (t - self.anchor).abs() > MAX_SPAN_S {
+            return Err(format!(
+                "t {t} is more than {days} days away from the node's other samples (around {})",
+                self.anchor
+            ));
+        }
+        if self.samples > 0
+            && ((t - self.t_min).abs() > MAX_SPAN_S || (t - self.t_max).abs() > MAX_SPAN_S)
+        {
+            return Err(format!(
+                "t {t} is more than {days} days away from the node's other samples"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Folds the values `v` of a new sample into bin `i`, per kind; `newest`
+    /// when it is the bin's latest sample so far.
+    #[inline(always)]
+    fn fold(&mut self, i: usize, v: &[f64; NF], newest: bool) {
         let row = &mut self.vals[i * NF..(i + 1) * NF];
         let cnt = &mut self.cnts[i * NF..(i + 1) * NF];
         // Branch-free per kind: an absent value (NaN) leaves the bin as is.
@@ -401,14 +299,7 @@ impl NodeBins {
             };
         }
         for k in RATES.start..CUMULATIVE.start {
-            let (x, cur) = (v[k], row[k]);
-            row[k] = if x.is_nan() {
-                cur
-            } else if cur.is_nan() {
-                x
-            } else {
-                cur + x
-            };
+            row[k] = add_present(row[k], v[k]);
         }
         for k in CUMULATIVE {
             let (x, cur) = (v[k], row[k]);
@@ -419,22 +310,11 @@ impl NodeBins {
             };
         }
         for k in RATIOS {
-            let (x, cur) = (v[k], row[k]);
-            row[k] = if x.is_nan() {
-                cur
-            } else if cur.is_nan() {
-                x
-            } else {
-                cur + x
-            };
+            row[k] = add_present(row[k], v[k]);
         }
         for k in 0..NF {
             cnt[k] += u32::from(!v[k].is_nan());
         }
-        if !v[RSS].is_nan() && (self.peak_rss.is_nan() || v[RSS] > self.peak_rss) {
-            self.peak_rss = v[RSS];
-        }
-        Ok(())
     }
 
     /// The median time between consecutive occupied bins (their latest
@@ -470,114 +350,143 @@ impl NodeBins {
     /// since the node's previous value (NaN when there is none). Busy cores
     /// missing from a sample are derived from cumulative CPU seconds.
     pub fn walk(&self, hold_s: f64, mut f: impl FnMut(usize, &[f64; NF])) {
-        let mut last = [f64::NAN; NF];
-        let mut last_t = [f64::NAN; NF];
-        let mut last_cum = [f64::NAN; NF];
-        let mut prev_cpu = (f64::NAN, f64::NAN); // (t, cpu seconds)
-        let mut out = [f64::NAN; NF];
+        let mut w = Walk::new(hold_s);
         for i in 0..self.len() {
             let tl = self.t_last[i];
             let row: &[f64; NF] = self.vals[i * NF..(i + 1) * NF].try_into().unwrap();
             let cnt: &[u32; NF] = self.cnts[i * NF..(i + 1) * NF].try_into().unwrap();
             let bin_t = (self.base + i as i64) as f64 * self.step;
-            // A bin's values: a level or cumulative value as it is, the
-            // mean of rates and ratios (a single sample is its own). An
-            // empty bin holds NaN only.
-            let mean = |k: usize| {
-                if cnt[k] > 1 {
-                    row[k] / cnt[k] as f64
-                } else {
-                    row[k]
-                }
-            };
-            let mut cores = mean(CORES);
-            if !tl.is_nan() {
-                let cpu = sum_present(row[CPU_USER], row[CPU_SYS]);
-                if cores.is_nan() && !cpu.is_nan() && !prev_cpu.1.is_nan() {
-                    let dt = tl - prev_cpu.0;
-                    if dt > 0.0 && cpu >= prev_cpu.1 {
-                        cores = (cpu - prev_cpu.1) / dt;
-                    }
-                }
-                if !cpu.is_nan() {
-                    prev_cpu = (tl, cpu);
-                }
-            }
-            // Levels, rates and ratios: the value, else the last one while
-            // it is held (a NaN last value gives NaN either way).
-            for k in LEVELS {
-                hold(
-                    k,
-                    row[k],
-                    tl,
-                    bin_t,
-                    hold_s,
-                    &mut last,
-                    &mut last_t,
-                    &mut out,
-                );
-            }
-            for k in RATES {
-                let x = if k == CORES { cores } else { mean(k) };
-                hold(k, x, tl, bin_t, hold_s, &mut last, &mut last_t, &mut out);
-            }
-            for k in RATIOS {
-                hold(
-                    k,
-                    mean(k),
-                    tl,
-                    bin_t,
-                    hold_s,
-                    &mut last,
-                    &mut last_t,
-                    &mut out,
-                );
-            }
-            for k in CUMULATIVE {
-                let x = row[k];
-                let lc = last_cum[k];
-                out[k] = if x.is_nan() {
-                    f64::NAN
-                } else if lc.is_nan() || x < lc {
-                    // First value, or a counter reset: count from zero.
-                    x
-                } else {
-                    x - lc
-                };
-                if !x.is_nan() {
-                    last_cum[k] = x;
-                }
-            }
-            f(i, &out);
+            let cores = w.cores(mean(row, cnt, CORES), row, tl);
+            w.held(row, cnt, cores, tl, bin_t);
+            w.increments(row);
+            f(i, &w.out);
         }
     }
 }
 
-/// One held field of [`NodeBins::walk`]: `x` when present, else the last
-/// value while it is at most `hold_s` old.
-#[allow(clippy::too_many_arguments)]
+/// `cur + x`, where an absent value (NaN) adds nothing and an absent
+/// `cur` takes `x`.
 #[inline(always)]
-fn hold(
-    k: usize,
-    x: f64,
-    tl: f64,
-    bin_t: f64,
-    hold_s: f64,
-    last: &mut [f64; NF],
-    last_t: &mut [f64; NF],
-    out: &mut [f64; NF],
-) {
-    let have = !x.is_nan();
-    out[k] = if have {
+fn add_present(cur: f64, x: f64) -> f64 {
+    if x.is_nan() {
+        cur
+    } else if cur.is_nan() {
         x
-    } else if bin_t - last_t[k] <= hold_s {
-        last[k]
     } else {
-        f64::NAN
-    };
-    if have {
-        last[k] = x;
-        last_t[k] = tl;
+        cur + x
+    }
+}
+
+/// A bin's value of field `k`: a level or cumulative value as it is, the
+/// mean of rates and ratios (a single sample is its own). An empty bin
+/// holds NaN only.
+#[inline(always)]
+fn mean(row: &[f64; NF], cnt: &[u32; NF], k: usize) -> f64 {
+    if cnt[k] > 1 {
+        row[k] / cnt[k] as f64
+    } else {
+        row[k]
+    }
+}
+
+/// What [`NodeBins::walk`] carries from one bin to the next.
+struct Walk {
+    hold_s: f64,
+    /// Per field, the last value present and its time.
+    last: [f64; NF],
+    last_t: [f64; NF],
+    /// Per cumulative field, the last value present.
+    last_cum: [f64; NF],
+    /// The time and CPU seconds of the last bin that had them.
+    prev_cpu: (f64, f64),
+    /// The values given for the current bin.
+    out: [f64; NF],
+}
+
+impl Walk {
+    fn new(hold_s: f64) -> Self {
+        Walk {
+            hold_s,
+            last: [f64::NAN; NF],
+            last_t: [f64::NAN; NF],
+            last_cum: [f64::NAN; NF],
+            prev_cpu: (f64::NAN, f64::NAN),
+            out: [f64::NAN; NF],
+        }
+    }
+
+    /// The bin's busy cores: `cores` when present, else derived from the
+    /// CPU seconds since the previous bin that had them.
+    #[inline(always)]
+    fn cores(&mut self, mut cores: f64, row: &[f64; NF], tl: f64) -> f64 {
+        if tl.is_nan() {
+            return cores;
+        }
+        let cpu = sum_present(row[CPU_USER], row[CPU_SYS]);
+        if cores.is_nan() && !cpu.is_nan() && !self.prev_cpu.1.is_nan() {
+            let dt = tl - self.prev_cpu.0;
+            if dt > 0.0 && cpu >= self.prev_cpu.1 {
+                cores = (cpu - self.prev_cpu.1) / dt;
+            }
+        }
+        if !cpu.is_nan() {
+            self.prev_cpu = (tl, cpu);
+        }
+        cores
+    }
+
+    /// Levels, rates and ratios: the value, else the last one while it is
+    /// held (a NaN last value gives NaN either way).
+    #[inline(always)]
+    fn held(&mut self, row: &[f64; NF], cnt: &[u32; NF], cores: f64, tl: f64, bin_t: f64) {
+        for k in LEVELS {
+            self.hold(k, row[k], tl, bin_t);
+        }
+        for k in RATES {
+            let x = if k == CORES { cores } else { mean(row, cnt, k) };
+            self.hold(k, x, tl, bin_t);
+        }
+        for k in RATIOS {
+            self.hold(k, mean(row, cnt, k), tl, bin_t);
+        }
+    }
+
+    /// One held field: `x` when present, else the last value while it is
+    /// at most `hold_s` old.
+    #[inline(always)]
+    fn hold(&mut self, k: usize, x: f64, tl: f64, bin_t: f64) {
+        let have = !x.is_nan();
+        self.out[k] = if have {
+            x
+        } else if bin_t - self.last_t[k] <= self.hold_s {
+            self.last[k]
+        } else {
+            f64::NAN
+        };
+        if have {
+            self.last[k] = x;
+            self.last_t[k] = tl;
+        }
+    }
+
+    /// Cumulative fields: the increment since the previous value.
+    #[inline(always)]
+    fn increments(&mut self, row: &[f64; NF]) {
+        for k in CUMULATIVE {
+            let x = row[k];
+            let lc = self.last_cum[k];
+            self.out[k] = if x.is_nan() {
+                f64::NAN
+            } else if lc.is_nan() || x < lc {
+                // First value, or a counter reset: count from zero.
+                x
+            } else {
+                x - lc
+            };
+            if !x.is_nan() {
+                self.last_cum[k] = x;
+            }
+        }
     }
 }
 
@@ -683,13 +592,6 @@ mod tests {
         v[RSS] = rss;
         v[CORES] = cores;
         v
-    }
-
-    #[test]
-    fn field_table_matches_its_length() {
-        assert_eq!(FIELDS.len(), NF);
-        assert_eq!(FIELDS[RSS].name, "rss_mb");
-        assert_eq!(FIELDS[CACHE].name, "cache_miss_rate");
     }
 
     #[test]

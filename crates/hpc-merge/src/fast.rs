@@ -3,7 +3,7 @@
 //! give up, and the line goes through serde_json instead, which either
 //! reads it or reports why not. Both paths fill the same values.
 
-use crate::bins::{FIELDS, NF};
+use crate::fields::{FIELDS, NF};
 
 /// A flat line, read without allocating.
 pub(crate) struct FastLine<'a> {
@@ -389,6 +389,15 @@ pub(crate) fn parse_into<'a, const ASCII: bool>(
     parse_fields::<ASCII>(b, cache, out).is_some()
 }
 
+/// What follows a member of the object: the next key's opening quote, or
+/// the end of the line.
+enum Next {
+    Key(usize),
+    End,
+}
+
+/// Reads the members of a flat object into `out`; `None` gives up. A known
+/// key given twice gives up too, so that serde_json reports it.
 fn parse_fields<'a, const ASCII: bool>(
     b: &'a [u8],
     cache: &mut KeyCache,
@@ -403,97 +412,128 @@ fn parse_fields<'a, const ASCII: bool>(
         return (skip_ws(b, i + 1) == b.len()).then_some(());
     }
     let mut pos = 0usize;
+    let mut seen = 0u64;
     loop {
-        if b.get(i) != Some(&b'"') {
-            return None;
-        }
         pos += 1;
-        let key_at = i + 1;
-        let (id, kend) = match cache.hit(pos, b, key_at) {
-            Some(hit) => hit,
-            None => {
-                let kend = plain_string::<ASCII>(b, key_at)?;
-                (cache.lookup(pos, b, key_at, kend), kend)
-            }
-        };
-        i = kend + 1;
-        if b.get(i) != Some(&b':') {
-            i = skip_ws(b, i);
-            if b.get(i) != Some(&b':') {
+        let (id, at) = member_key::<ASCII>(b, i, pos, cache)?;
+        if id != K_OTHER {
+            let bit = 1u64 << id;
+            if seen & bit != 0 {
                 return None;
             }
+            seen |= bit;
         }
-        i += 1;
-        if !matches!(b.get(i), Some(b'"' | b'-' | b'0'..=b'9')) {
-            i = skip_ws(b, i);
+        i = member_value::<ASCII>(b, at, id, out)?;
+        match next_member(b, i)? {
+            Next::Key(k) => i = k,
+            Next::End => return Some(()),
         }
-        match *b.get(i)? {
-            b'"' => {
-                let vend = plain_string::<ASCII>(b, i + 1)?;
-                let v = &b[i + 1..vend];
-                match id {
-                    K_KIND => out.kind = Some(v),
-                    K_HOST => out.host = Some(v),
-                    K_JOB => out.job_id = Some(v),
-                    K_OTHER => {}
-                    _ => return None,
-                }
-                i = vend + 1;
-            }
-            b'-' | b'0'..=b'9' => {
-                let (v, end) = number_at(b, i)?;
-                i = end;
-                match id {
-                    K_T => out.t = Some(v),
-                    K_KIND | K_HOST | K_JOB => return None,
-                    K_OTHER => {}
-                    f => out.values[f as usize] = v,
-                }
-            }
-            b'n' if b[i..].starts_with(b"null") => {
-                // Absent, as in serde's Option.
-                if id == K_T || id == K_KIND {
-                    return None;
-                }
-                i += 4;
-            }
-            b't' if b[i..].starts_with(b"true") => {
-                if id != K_OTHER {
-                    return None;
-                }
-                i += 4;
-            }
-            b'f' if b[i..].starts_with(b"false") => {
-                if id != K_OTHER {
-                    return None;
-                }
-                i += 5;
-            }
-            _ => return None,
+    }
+}
+
+/// The key of the `pos`-th member, whose opening quote is at `b[i]`: its
+/// id, and where its value starts (past the colon and any space).
+#[inline(always)]
+fn member_key<const ASCII: bool>(
+    b: &[u8],
+    i: usize,
+    pos: usize,
+    cache: &mut KeyCache,
+) -> Option<(u8, usize)> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let key_at = i + 1;
+    let (id, kend) = match cache.hit(pos, b, key_at) {
+        Some(hit) => hit,
+        None => {
+            let kend = plain_string::<ASCII>(b, key_at)?;
+            (cache.lookup(pos, b, key_at, kend), kend)
         }
-        match b.get(i) {
-            Some(b',') => i += 1,
-            Some(b'}') => return (skip_ws(b, i + 1) == b.len()).then_some(()),
-            _ => {
-                i = skip_ws(b, i);
-                match b.get(i) {
-                    Some(b',') => i += 1,
-                    Some(b'}') => return (skip_ws(b, i + 1) == b.len()).then_some(()),
-                    _ => return None,
-                }
+    };
+    let mut i = kend + 1;
+    if b.get(i) != Some(&b':') {
+        i = skip_ws(b, i);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+    }
+    i += 1;
+    if !matches!(b.get(i), Some(b'"' | b'-' | b'0'..=b'9')) {
+        i = skip_ws(b, i);
+    }
+    Some((id, i))
+}
+
+/// Reads the value at `b[i]` of the key `id` into `out`; returns where it
+/// ends, or `None` for a value of a type the key does not take (or one
+/// that is not flat).
+#[inline(always)]
+fn member_value<'a, const ASCII: bool>(
+    b: &'a [u8],
+    i: usize,
+    id: u8,
+    out: &mut FastBytes<'a>,
+) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => {
+            let vend = plain_string::<ASCII>(b, i + 1)?;
+            let v = &b[i + 1..vend];
+            match id {
+                K_KIND => out.kind = Some(v),
+                K_HOST => out.host = Some(v),
+                K_JOB => out.job_id = Some(v),
+                K_OTHER => {}
+                _ => return None,
             }
+            Some(vend + 1)
         }
-        if b.get(i) != Some(&b'"') {
-            i = skip_ws(b, i);
+        b'-' | b'0'..=b'9' => {
+            let (v, end) = number_at(b, i)?;
+            match id {
+                K_T => out.t = Some(v),
+                K_KIND | K_HOST | K_JOB => return None,
+                K_OTHER => {}
+                f => out.values[f as usize] = v,
+            }
+            Some(end)
         }
+        // Absent, as in serde's Option.
+        b'n' if b[i..].starts_with(b"null") && id != K_T && id != K_KIND => Some(i + 4),
+        b't' if b[i..].starts_with(b"true") && id == K_OTHER => Some(i + 4),
+        b'f' if b[i..].starts_with(b"false") && id == K_OTHER => Some(i + 5),
+        _ => None,
+    }
+}
+
+/// After a member's value at `b[i]`: the next key, or the end of the
+/// object (and of the line, but for space).
+#[inline(always)]
+fn next_member(b: &[u8], i: usize) -> Option<Next> {
+    let i = match b.get(i) {
+        Some(b',' | b'}') => i,
+        _ => skip_ws(b, i),
+    };
+    match b.get(i) {
+        Some(b',') => {
+            let k = i + 1;
+            Some(Next::Key(if b.get(k) == Some(&b'"') {
+                k
+            } else {
+                skip_ws(b, k)
+            }))
+        }
+        Some(b'}') => (skip_ws(b, i + 1) == b.len()).then_some(Next::End),
+        _ => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bins::{values_of, RSS};
-    use crate::input::RawSample;
+    use crate::fields::{values_of, RawSample, RSS};
+    use proptest::prelude::*;
+    use proptest::test_runner::TestCaseError;
 
     #[test]
     fn numbers_match_the_standard_parser() {
@@ -554,8 +594,8 @@ mod tests {
         let mut cache = KeyCache::default();
         let a = parse(r#"{"kind":"sample","t":1,"rss_mb":5,"cpi":2}"#, &mut cache).unwrap();
         let b = parse(r#"{"kind":"sample","t":1,"cpi":7,"rss_mb":9}"#, &mut cache).unwrap();
-        assert_eq!((a.values[RSS], a.values[crate::bins::CPI]), (5.0, 2.0));
-        assert_eq!((b.values[RSS], b.values[crate::bins::CPI]), (9.0, 7.0));
+        assert_eq!((a.values[RSS], a.values[crate::fields::CPI]), (5.0, 2.0));
+        assert_eq!((b.values[RSS], b.values[crate::fields::CPI]), (9.0, 7.0));
     }
 
     #[test]
@@ -582,7 +622,7 @@ mod tests {
             r#"{"kind":"sample","t":1,"lustre_write_mbps":8,"rss_mb":9}"#,
             r#"{"kind":"sample","t":1,"lustre_write_mbps":8,"rss_mb\":9}"#,
         ];
-        let lw = crate::bins::idx("lustre_write_mbps");
+        let lw = crate::fields::idx("lustre_write_mbps");
         let got: Vec<(f64, f64)> = lines
             .iter()
             .map(|l| match parse(l, &mut cache) {
@@ -640,6 +680,22 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_field_goes_to_serde_which_refuses_it() {
+        // Issue 9: the fast path took the last of two values where serde
+        // reports a duplicate field.
+        for l in [
+            r#"{"kind":"sample","t":1,"rss_mb":1,"rss_mb":2}"#,
+            r#"{"kind":"sample","t":1,"t":2}"#,
+            r#"{"kind":"sample","host":"a","t":1,"host":"b"}"#,
+        ] {
+            assert!(parse(l, &mut KeyCache::default()).is_none(), "{l}");
+            assert!(serde_json::from_str::<RawSample>(l).is_err(), "{l}");
+        }
+        let twice = r#"{"kind":"sample","t":1,"x":1,"x":2,"rss_mb":3}"#;
+        assert!(parse(twice, &mut KeyCache::default()).is_some());
+    }
+
+    #[test]
     fn unusual_lines_go_to_serde() {
         for l in [
             r#"{"kind":"sample","host":"a\"b","t":1}"#,
@@ -653,5 +709,84 @@ mod tests {
             assert!(parse(l, &mut KeyCache::default()).is_none(), "{l}");
         }
         assert!(parse(" { } ", &mut KeyCache::default()).is_some());
+    }
+
+    /// A JSON value of any of the kinds a line may hold.
+    fn json_value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => any::<f64>().prop_filter("finite", |v| v.is_finite()).prop_map(|v| format!("{v}")),
+            2 => any::<i32>().prop_map(|v| v.to_string()),
+            1 => (any::<f64>(), -30i32..30).prop_filter("finite", |(v, _)| v.is_finite())
+                .prop_map(|(v, e)| format!("{v}e{e}")),
+            1 => (0u32..100_000, 0u32..1000).prop_map(|(a, b)| format!("{a}.{b:03}")),
+            2 => "[a-z0-9 ]{0,12}".prop_map(|s| format!("\"{s}\"")),
+            1 => prop_oneof![Just("\"a\\\"b\""), Just("\"n\\u00f6\""), Just("\"nöde\"")].prop_map(str::to_owned),
+            1 => prop_oneof![Just("null"), Just("true"), Just("false"), Just("{\"a\":1}"), Just("[1,2]"), Just("-"), Just("1.")].prop_map(str::to_owned),
+        ]
+    }
+
+    /// A key: mostly one hpc-merge reads.
+    fn key() -> impl Strategy<Value = String> {
+        let mut names: Vec<&'static str> = FIELDS.iter().map(|f| f.name).collect();
+        names.extend([
+            "t", "host", "job_id", "kind", "cpu_frac", "note", "rss_mbx", "é",
+        ]);
+        proptest::sample::select(names).prop_map(str::to_owned)
+    }
+
+    /// A flat object line, with random spacing and the `kind` set to
+    /// `sample` in most.
+    fn line() -> impl Strategy<Value = String> {
+        let pair = (key(), json_value(), "[ ]{0,1}", "[ ]{0,1}");
+        (proptest::collection::vec(pair, 0..12), any::<bool>()).prop_map(|(pairs, sample)| {
+            let mut parts: Vec<String> = pairs
+                .into_iter()
+                .map(|(k, v, a, b)| format!("\"{k}\"{a}:{b}{v}"))
+                .collect();
+            if sample {
+                parts.insert(0, "\"kind\":\"sample\"".into());
+            }
+            format!("{{{}}}", parts.join(","))
+        })
+    }
+
+    /// Equal, or (beyond the 15 digits the fast path computes exactly)
+    /// within two units in the last place: serde_json's own float parsing
+    /// is not correctly rounded there, the standard parser is.
+    fn same(a: f64, b: f64) -> bool {
+        a == b
+            || (a.is_nan() && b.is_nan())
+            || (a - b).abs() <= 2.0 * f64::EPSILON * a.abs().max(b.abs())
+    }
+
+    proptest! {
+        #[test]
+        fn the_fast_path_and_serde_agree_on_random_lines(l in line()) {
+            let mut cache = KeyCache::default();
+            let serde = serde_json::from_str::<RawSample>(&l);
+            let mut bytes = FastBytes::new();
+            let ascii = parse_into::<true>(l.as_bytes(), &mut cache, &mut bytes);
+            match parse(&l, &mut cache) {
+                None => prop_assert!(!ascii, "the byte path took what the text path did not: {l}"),
+                Some(f) => {
+                    let raw = match serde {
+                        Ok(raw) => raw,
+                        Err(e) => return Err(TestCaseError::fail(format!("serde refused what the fast path read: {l}: {e}"))),
+                    };
+                    prop_assert_eq!(f.kind, raw.kind.as_deref(), "{}", l);
+                    prop_assert_eq!(f.host, raw.host.as_deref(), "{}", l);
+                    prop_assert_eq!(f.job_id, raw.job_id.as_deref(), "{}", l);
+                    prop_assert!(same(f.t.unwrap_or(f64::NAN), raw.t.unwrap_or(f64::NAN)), "t: {}", l);
+                    let want = values_of(&raw);
+                    for (k, (x, y)) in want.iter().zip(&f.values).enumerate() {
+                        prop_assert!(same(*x, *y), "{}: {} vs {}: {}", FIELDS[k].name, x, y, l);
+                    }
+                    if ascii {
+                        prop_assert_eq!(bytes.t, f.t);
+                        prop_assert!(bytes.values.iter().zip(&f.values).all(|(a, b)| same(*a, *b)));
+                    }
+                }
+            }
+        }
     }
 }

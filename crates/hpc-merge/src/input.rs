@@ -1,77 +1,15 @@
 //! Reading node files: one pass per file, samples binned per host as they
 //! come, metas kept, other kinds passed through.
 
-use std::borrow::Cow;
 use std::io::{BufRead, Read};
 
 use hpc_core::ndjson::Rejects;
 use hpc_core::paths::{escaped, shown};
 use hpc_core::record::{from_line, Meta};
 use hpc_core::{Error, Result};
-use serde::Deserialize;
 
-use crate::bins::{values_of, NodeBins};
-
-/// The fields of a line that hpc-merge reads: the kind, and for samples
-/// the time, host, job and the combined values. Strings are borrowed from
-/// the line when they hold no escapes; unknown keys are skipped.
-#[derive(Deserialize)]
-pub(crate) struct RawSample<'a> {
-    #[serde(borrow, default)]
-    pub kind: Option<Cow<'a, str>>,
-    #[serde(default)]
-    pub t: Option<f64>,
-    #[serde(borrow, default)]
-    pub host: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    pub job_id: Option<Cow<'a, str>>,
-    #[serde(default)]
-    pub rss_mb: Option<f64>,
-    #[serde(default)]
-    pub hwm_mb: Option<f64>,
-    #[serde(default)]
-    pub swap_mb: Option<f64>,
-    #[serde(default)]
-    pub pss_mb: Option<f64>,
-    #[serde(default)]
-    pub gpu_mem_mb: Option<f64>,
-    #[serde(default)]
-    pub cpu_cores: Option<f64>,
-    #[serde(default)]
-    pub read_mbps: Option<f64>,
-    #[serde(default)]
-    pub write_mbps: Option<f64>,
-    #[serde(default)]
-    pub lustre_read_mbps: Option<f64>,
-    #[serde(default)]
-    pub lustre_write_mbps: Option<f64>,
-    #[serde(default)]
-    pub lustre_meta_ops: Option<f64>,
-    #[serde(default)]
-    pub power_w: Option<f64>,
-    #[serde(default)]
-    pub ib_rx_mbps: Option<f64>,
-    #[serde(default)]
-    pub ib_tx_mbps: Option<f64>,
-    #[serde(default)]
-    pub read_mb: Option<f64>,
-    #[serde(default)]
-    pub write_mb: Option<f64>,
-    #[serde(default)]
-    pub cpu_user_s: Option<f64>,
-    #[serde(default)]
-    pub cpu_sys_s: Option<f64>,
-    #[serde(default)]
-    pub energy_j: Option<f64>,
-    #[serde(default)]
-    pub numa_miss_rate: Option<f64>,
-    #[serde(default)]
-    pub cpi: Option<f64>,
-    #[serde(default)]
-    pub cache_miss_rate: Option<f64>,
-    #[serde(default)]
-    pub gpu_util: Option<f64>,
-}
+use crate::bins::NodeBins;
+use crate::fields::{values_of, RawSample, NF};
 
 /// One node's data after its input was read.
 pub(crate) struct NodeData {
@@ -322,7 +260,7 @@ impl Stream<'_> {
         &mut self,
         host: Option<&[u8]>,
         t: Option<f64>,
-        values: &[f64; crate::bins::NF],
+        values: &[f64; NF],
         job: Option<&[u8]>,
         number: u64,
     ) -> Result<()> {

@@ -15,6 +15,7 @@
 mod bins;
 mod combine;
 mod fast;
+mod fields;
 mod input;
 mod pool;
 mod sh5util;

@@ -12,6 +12,7 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
+use hpc_core::fields::Kind as FieldKind;
 use hpc_core::{Error, IoContext, Result};
 use hpc_db::{JobFilter, Store};
 use polars::io::parquet::write::BatchedWriter;
@@ -53,43 +54,25 @@ enum Kind {
     Real,
 }
 
-/// The exported columns, in order: every column of the jobs table but
-/// `ingested_at`, then `tool`.
-const COLUMNS: &[(&str, Kind)] = &[
-    ("cluster", Kind::Text),
-    ("job_id_raw", Kind::Text),
-    ("job_id", Kind::Text),
-    ("user", Kind::Text),
-    ("account", Kind::Text),
-    ("group", Kind::Text),
-    ("partition", Kind::Text),
-    ("job_name", Kind::Text),
-    ("state", Kind::Text),
-    ("cancelled_by", Kind::Int),
-    ("exit_code", Kind::Text),
-    ("submit_ts", Kind::Int),
-    ("start_ts", Kind::Int),
-    ("end_ts", Kind::Int),
-    ("elapsed_s", Kind::Real),
-    ("timelimit_s", Kind::Real),
-    ("alloc_cpus", Kind::Int),
-    ("alloc_gpus", Kind::Int),
-    ("nnodes", Kind::Int),
-    ("ntasks", Kind::Int),
-    ("node_list", Kind::Text),
-    ("req_mem_mb", Kind::Real),
-    ("max_rss_mb", Kind::Real),
-    ("total_cpu_s", Kind::Real),
-    ("cpu_eff", Kind::Real),
-    ("mem_eff", Kind::Real),
-    ("cpu_hours_reserved", Kind::Real),
-    ("cpu_hours_wasted", Kind::Real),
-    ("mem_gb_hours_reserved", Kind::Real),
-    ("mem_gb_hours_wasted", Kind::Real),
-    ("gpu_hours_reserved", Kind::Real),
-    ("is_final", Kind::Int),
-    ("tool", Kind::Text),
-];
+/// The exported columns, in order: the jobs table's columns that hold
+/// the job table's fields ([`hpc_db::job_columns`]), then `tool`.
+fn columns() -> &'static [(&'static str, Kind)] {
+    static COLS: std::sync::OnceLock<Vec<(&'static str, Kind)>> = std::sync::OnceLock::new();
+    COLS.get_or_init(|| {
+        hpc_db::job_columns()
+            .iter()
+            .map(|c| {
+                let kind = match c.column.field.kind {
+                    FieldKind::Text => Kind::Text,
+                    FieldKind::Int | FieldKind::Bool | FieldKind::Time => Kind::Int,
+                    FieldKind::Real => Kind::Real,
+                };
+                (c.name.as_str(), kind)
+            })
+            .chain([("tool", Kind::Text)])
+            .collect()
+    })
+}
 
 fn polars_err(what: impl std::fmt::Display) -> impl FnOnce(PolarsError) -> Error {
     move |e| Error::Other(format!("parquet: {what}: {e}"))
@@ -177,7 +160,7 @@ struct Batch {
     /// The UTC day (days since the epoch) of the partition being written;
     /// None for jobs without an end.
     day: Option<i64>,
-    /// Where `end_ts` and `job_id_raw` are among [`COLUMNS`].
+    /// Where `end_ts` and `job_id_raw` are among [`columns`].
     end_col: usize,
     id_col: usize,
 }
@@ -185,13 +168,13 @@ struct Batch {
 impl Batch {
     fn new() -> Batch {
         let at = |name: &str| {
-            COLUMNS
+            columns()
                 .iter()
                 .position(|(c, _)| *c == name)
                 .expect("an exported column")
         };
         Batch {
-            bufs: COLUMNS.iter().map(|(_, k)| Buf::new(*k)).collect(),
+            bufs: columns().iter().map(|(_, k)| Buf::new(*k)).collect(),
             held: 0,
             day: None,
             end_col: at("end_ts"),
@@ -222,7 +205,7 @@ impl Batch {
             ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
             _ => String::new(),
         };
-        for (i, (b, (name, _))) in self.bufs.iter_mut().zip(COLUMNS).enumerate() {
+        for (i, (b, (name, _))) in self.bufs.iter_mut().zip(columns()).enumerate() {
             b.push(get(i)?, name, &job)?;
         }
         self.held += 1;
@@ -243,7 +226,7 @@ impl Batch {
         let columns: Vec<Column> = self
             .bufs
             .iter_mut()
-            .zip(COLUMNS)
+            .zip(columns())
             .map(|(b, (name, _))| b.take(name))
             .collect();
         let df = DataFrame::new(self.held, columns).map_err(polars_err("cannot build a batch"))?;
@@ -311,7 +294,7 @@ fn write_partition(
 
 /// A row's values, owned.
 fn owned(r: &rusqlite::Row<'_>) -> rusqlite::Result<Vec<Value>> {
-    (0..COLUMNS.len()).map(|i| r.get(i)).collect()
+    (0..columns().len()).map(|i| r.get(i)).collect()
 }
 
 /// Exports the jobs matching `filter` as hive-partitioned Parquet under `dir`:
@@ -325,12 +308,11 @@ fn owned(r: &rusqlite::Row<'_>) -> rusqlite::Result<Vec<Value>> {
 pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> hpc_db::Result<ExportStats> {
     hpc_core::paths::create_private_dir(dir)?;
     let (cond, ps) = filter.sql();
-    let cols: Vec<String> = COLUMNS
+    let cols: Vec<String> = columns()
         .iter()
         .map(|(c, _)| match *c {
-            "group" => "\"group\"".to_string(),
             "tool" => TOOL_SQL.to_string(),
-            other => other.to_string(),
+            other => format!("\"{other}\""),
         })
         .collect();
     // The end_ts index gives the rows in date order (jobs without an end first).

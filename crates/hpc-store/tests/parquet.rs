@@ -542,3 +542,61 @@ print(*r)"
         f[3]
     );
 }
+
+/// A job whose every field holds a value of its own, none the default.
+fn distinct_job() -> hpc_core::record::Job {
+    use hpc_core::fields::{Kind, Value};
+    let mut j = hpc_core::record::Job::default();
+    for (i, c) in hpc_core::record::Job::COLUMNS.iter().enumerate() {
+        let text = match c.field.kind {
+            Kind::Time => format!("2026-02-{:02}T{:02}:00:00Z", 1 + i, i),
+            _ => format!("{}-{i}", c.field.name),
+        };
+        let v = match c.field.kind {
+            Kind::Text | Kind::Time => Value::Text(Some(&text)),
+            Kind::Int => Value::Int(Some(100 + i as i64)),
+            Kind::Real => Value::Real(Some(i as f64 + 0.25)),
+            Kind::Bool => Value::Bool(true),
+        };
+        (c.set)(&mut j, v).unwrap();
+    }
+    j
+}
+
+/// Every field of the job table is exported, each in the Parquet column of
+/// its name with its own value (times as Int64 epoch seconds).
+#[test]
+fn every_job_field_round_trips_through_parquet_by_name() {
+    use hpc_core::fields::{Kind, Value};
+    use hpc_core::slurm::Timestamp;
+    use polars::prelude::{AnyValue, ParquetReader, SerReader};
+    let home = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&home.path().join("one.db")).unwrap();
+    let j = distinct_job();
+    let mut w = store.writer().unwrap();
+    w.put_job(&j).unwrap();
+    w.commit().unwrap();
+    let dir = home.path().join("ds");
+    let st = export(&store, &dir, &JobFilter::default()).unwrap();
+    assert_eq!((st.jobs, st.partitions), (1, 1));
+    let file = files_under(&dir).pop().unwrap();
+    let df = ParquetReader::new(fs::File::open(&file).unwrap())
+        .finish()
+        .unwrap();
+    assert_eq!(df.height(), 1);
+    let columns = hpc_db::job_columns();
+    assert_eq!(df.width(), columns.len() + 1, "the fields and the tool");
+    for c in columns {
+        let got = df.column(&c.name).unwrap().get(0).unwrap().into_static();
+        let want = match (c.column.get)(&j) {
+            Value::Text(Some(t)) if c.column.field.kind == Kind::Time => {
+                AnyValue::Int64(Timestamp::from_rfc3339(t).unwrap().epoch)
+            }
+            Value::Text(t) => AnyValue::StringOwned(t.unwrap().into()),
+            Value::Int(i) => AnyValue::Int64(i.unwrap()),
+            Value::Real(x) => AnyValue::Float64(x.unwrap()),
+            Value::Bool(b) => AnyValue::Int64(i64::from(b)),
+        };
+        assert_eq!(got, want, "column {}", c.name);
+    }
+}

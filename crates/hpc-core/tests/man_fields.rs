@@ -1,0 +1,78 @@
+//! The man pages document every field of the record tables: a field added
+//! to a table in `record.rs` and not to its man page fails here.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use hpc_core::record::{Job, Sample};
+
+fn page(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../man")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// The words (`[a-z0-9_]+`) of the part of `text` under the section or
+/// subsection titled `title` (in man(7) or mdoc macros, any case), up to the
+/// next section or subsection.
+fn words_under(text: &str, title: &str) -> BTreeSet<String> {
+    let mut inside = false;
+    let mut found = false;
+    let mut words = BTreeSet::new();
+    for line in text.lines() {
+        if let Some(t) = heading(line) {
+            inside = t.eq_ignore_ascii_case(title);
+            found |= inside;
+            continue;
+        }
+        if inside {
+            words.extend(
+                line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+    }
+    assert!(found, "no section {title}");
+    words
+}
+
+/// The title of a section or subsection heading line.
+fn heading(l: &str) -> Option<&str> {
+    let l = l.trim_start();
+    let m = l.get(..3).map(str::to_ascii_lowercase);
+    matches!(m.as_deref(), Some(".sh" | ".ss")).then(|| l[3..].trim().trim_matches('"'))
+}
+
+fn missing(fields: &[hpc_core::fields::Field], words: &BTreeSet<String>) -> Vec<&'static str> {
+    fields
+        .iter()
+        .map(|f| f.name)
+        .filter(|n| !words.contains(*n))
+        .collect()
+}
+
+#[test]
+fn every_job_field_is_in_the_ingest_man_page_output_list() {
+    // The OUTPUT section's own list, not its Formulas subsection.
+    let words = words_under(&page("hpc-ingest.1"), "OUTPUT");
+    assert_eq!(missing(Job::FIELDS, &words), Vec::<&str>::new());
+}
+
+#[test]
+fn every_sample_field_is_in_the_probe_or_merge_man_page() {
+    // The probe's page describes what it writes; the GPU fields, which no
+    // probe writes yet, are documented where hpc-merge reads them.
+    let mut words = words_under(&page("hpc-probe.1"), "sample");
+    words.extend(words_under(&page("hpc-merge.1"), "INPUT"));
+    assert_eq!(missing(Sample::FIELDS, &words), Vec::<&str>::new());
+}
+
+#[test]
+fn the_section_reader_stops_at_the_next_heading() {
+    let text = ".SH OUTPUT\n.BR cluster ,\n.SS Formulas\n.B user\n.Sh INPUT\nx\n";
+    let w = words_under(text, "output");
+    assert!(w.contains("cluster") && !w.contains("user"), "{w:?}");
+    assert!(missing(Job::FIELDS, &w).contains(&"user"));
+}
