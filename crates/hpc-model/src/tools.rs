@@ -33,3 +33,10 @@ impl ToolTable {
         self.tools.iter().find(|t| t.name == name)
     }
 }
+
+impl ToolTable {
+    /// The table built into the binary. (Skeleton: empty until written.)
+    pub fn builtin() -> ToolTable {
+        ToolTable::default()
+    }
+}
