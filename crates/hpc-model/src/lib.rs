@@ -11,7 +11,9 @@ use hpc_core::Result;
 pub mod analyze;
 pub mod backtest;
 pub mod fit;
+pub mod lang;
 pub mod recommend;
+pub mod sbatch;
 pub mod tools;
 
 #[derive(FromArgs, Debug)]
