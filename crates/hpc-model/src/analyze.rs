@@ -65,7 +65,7 @@ struct Source {
 /// Reads a batch script (and the R or Python script it runs) without
 /// running anything.
 pub fn analyze(script: &Path, table: &ToolTable) -> Result<Analysis> {
-    let bytes = read_capped(script)?;
+    let bytes = read_capped(script, false)?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let request = sbatch::parse_directives(&text)
         .map_err(|e| Error::Other(format!("{}: line {}: {}", shown(script), e.line, e.reason)))?;
@@ -79,7 +79,7 @@ pub fn analyze(script: &Path, table: &ToolTable) -> Result<Analysis> {
     let run: Vec<Source> = run_scripts(&batch)
         .into_iter()
         .filter_map(|p| {
-            let text = String::from_utf8_lossy(&read_capped(&p).ok()?).into_owned();
+            let text = String::from_utf8_lossy(&read_capped(&p, true).ok()?).into_owned();
             Some(Source {
                 text,
                 dir: batch.dir.clone(),
@@ -110,20 +110,25 @@ pub fn analyze(script: &Path, table: &ToolTable) -> Result<Analysis> {
     })
 }
 
-/// The bytes of a regular file of at most [`MAX_SCRIPT_BYTES`].
-fn read_capped(path: &Path) -> Result<Vec<u8>> {
+/// The bytes of a script of at most [`MAX_SCRIPT_BYTES`]. The batch script
+/// may be a pipe (`/dev/stdin`, `<(...)`); a script it runs must be a
+/// regular file, checked before it is opened, so that a FIFO named in a
+/// script cannot block the analysis.
+fn read_capped(path: &Path, regular_only: bool) -> Result<Vec<u8>> {
     let what = || format!("cannot read {}", shown(path));
-    let f = fs::File::open(path).ctx(what)?;
-    if !f.metadata().ctx(what)?.is_file() {
+    let meta = fs::metadata(path).ctx(what)?;
+    if meta.is_dir() || (regular_only && !meta.is_file()) {
         return Err(Error::Other(format!("{}: not a regular file", shown(path))));
     }
     let mut bytes = Vec::new();
-    f.take(MAX_SCRIPT_BYTES + 1)
+    fs::File::open(path)
+        .ctx(what)?
+        .take(MAX_SCRIPT_BYTES + 1)
         .read_to_end(&mut bytes)
         .ctx(what)?;
     if bytes.len() as u64 > MAX_SCRIPT_BYTES {
         return Err(Error::Other(format!(
-            "{}: larger than {MAX_SCRIPT_BYTES} bytes (SLURM's default max_script_size): not a batch script",
+            "{}: larger than {MAX_SCRIPT_BYTES} bytes (SLURM's default max_script_size): not a script",
             shown(path)
         )));
     }

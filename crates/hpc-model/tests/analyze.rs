@@ -543,3 +543,55 @@ fn the_man_page_lists_the_builtin_table_as_it_is() {
         );
     }
 }
+
+#[test]
+fn a_script_on_a_pipe_is_read_and_a_fifo_it_names_is_skipped() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    // A FIFO named as the script to run: opening it would block for ever.
+    let fifo = dir.path().join("stuck.R");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut child = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["analyze", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let body = b"#!/bin/bash\n#SBATCH -c 2\n# caf\xe9 (not UTF-8)\nRscript stuck.R\n";
+    child.stdin.take().unwrap().write_all(body).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let a = record(&out);
+    assert_eq!(a["request"], json!({"cpus": 2}));
+    assert_eq!(a["language"], "R");
+    // The hash is over the bytes as they are.
+    let mut sum = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    sum.stdin.take().unwrap().write_all(body).unwrap();
+    let hex = text(&sum.wait_with_output().unwrap().stdout);
+    assert_eq!(a["script_sha256"], hex.split_whitespace().next().unwrap());
+}
+
+#[test]
+fn a_script_over_4_mib_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut body = b"#!/bin/bash\n".to_vec();
+    body.resize((4 << 20) + 1, b'#');
+    std::fs::write(dir.path().join("huge.sbatch"), body).unwrap();
+    let out = run_in(dir.path(), &["huge.sbatch"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("larger than"),
+        "{}",
+        text(&out.stderr)
+    );
+}
