@@ -276,7 +276,7 @@ fn is_ident(c: char) -> bool {
 
 /// True when `word` occurs in `hay` with no letter, digit or `_` glued to
 /// either end of it (where that end of the word is itself such a character).
-pub fn contains_word(hay: &str, word: &str) -> bool {
+fn contains_word(hay: &str, word: &str) -> bool {
     let first = word.chars().next().is_some_and(is_ident);
     let last = word.chars().next_back().is_some_and(is_ident);
     hay.match_indices(word).any(|(i, _)| {
