@@ -1,0 +1,50 @@
+//! hpc-model: reads a batch script (`analyze`), recommends what to request
+//! at a stated risk of running out (`recommend`), fits per-tool models
+//! (`fit`) and replays a history to measure the advice (`backtest`).
+//!
+//! It reads records (a file or `-`), never the database.
+#![deny(missing_docs)]
+
+use argh::FromArgs;
+use hpc_core::Result;
+
+pub mod analyze;
+pub mod backtest;
+pub mod fit;
+pub mod lang;
+pub mod recommend;
+pub mod sbatch;
+pub mod tools;
+
+#[derive(FromArgs, Debug)]
+/// Read batch scripts, recommend what to request at a stated risk, backtest
+/// the advice.
+#[argh(
+    example = "hpc-model analyze job.sbatch",
+    example = "hpc-store dump --kind job --kind summary --kind analysis --user $USER | hpc-model recommend job.sbatch --history -",
+    note = "Exit status: 0 success, 1 a failure or rejected input lines, 2 usage error."
+)]
+pub struct Args {
+    #[argh(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+#[allow(missing_docs)]
+enum Cmd {
+    Analyze(analyze::AnalyzeArgs),
+    Recommend(recommend::RecommendArgs),
+    Fit(fit::FitArgs),
+    Backtest(backtest::BacktestArgs),
+}
+
+/// Runs the subcommand the arguments name.
+pub fn main_with(args: Args) -> Result<()> {
+    match args.cmd {
+        Cmd::Analyze(a) => analyze::main_with(a),
+        Cmd::Recommend(a) => recommend::main_with(a),
+        Cmd::Fit(a) => fit::main_with(a),
+        Cmd::Backtest(a) => backtest::main_with(a),
+    }
+}

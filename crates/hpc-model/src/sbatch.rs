@@ -1,0 +1,421 @@
+//! The `#SBATCH` directives of a batch script, read as `sbatch` reads them:
+//! lines that start with `#SBATCH` (or the old `#SLURM`) in column 0, up to
+//! the first line that is neither blank nor a comment. Each directive line
+//! is split like sbatch splits it (quotes group, a backslash escapes, an
+//! unquoted `#` starts a comment) and the options that size a job are kept;
+//! the others (`--output`, `--mail-user`, ...) are skipped.
+
+use hpc_core::advice::Request;
+use hpc_core::slurm::{self, Limit, MemScope};
+
+/// What a directive sets; one entry per option in [`OPTIONS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Key {
+    Mem,
+    MemPerCpu,
+    MemPerGpu,
+    CpusPerTask,
+    Ntasks,
+    NtasksPerNode,
+    Nodes,
+    Time,
+    Gres,
+    Gpus,
+    GpusPerNode,
+    GpusPerTask,
+    Array,
+    Partition,
+    Account,
+    Qos,
+    JobName,
+}
+
+/// The options read: long name, short letter, what it sets. Every one takes
+/// a value.
+const OPTIONS: &[(&str, Option<char>, Key)] = &[
+    ("mem", None, Key::Mem),
+    ("mem-per-cpu", None, Key::MemPerCpu),
+    ("mem-per-gpu", None, Key::MemPerGpu),
+    ("cpus-per-task", Some('c'), Key::CpusPerTask),
+    ("ntasks", Some('n'), Key::Ntasks),
+    ("ntasks-per-node", None, Key::NtasksPerNode),
+    ("nodes", Some('N'), Key::Nodes),
+    ("time", Some('t'), Key::Time),
+    ("gres", None, Key::Gres),
+    ("gpus", Some('G'), Key::Gpus),
+    ("gpus-per-node", None, Key::GpusPerNode),
+    ("gpus-per-task", None, Key::GpusPerTask),
+    ("array", Some('a'), Key::Array),
+    ("partition", Some('p'), Key::Partition),
+    ("account", Some('A'), Key::Account),
+    ("qos", Some('q'), Key::Qos),
+    ("job-name", Some('J'), Key::JobName),
+];
+
+/// How the memory was asked for (the last of `--mem`, `--mem-per-cpu`,
+/// `--mem-per-gpu` wins).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum MemPer {
+    Node(f64),
+    Cpu(f64),
+    Gpu(f64),
+}
+
+/// A GPU count with its optional type, and what it counts per.
+#[derive(Debug, Clone, PartialEq)]
+struct Gpus {
+    count: u32,
+    kind: Option<String>,
+}
+
+/// The values as written, before the per-node/per-task products.
+#[derive(Debug, Default)]
+struct Raw {
+    mem: Option<MemPer>,
+    cpus_per_task: Option<u32>,
+    ntasks: Option<u32>,
+    ntasks_per_node: Option<u32>,
+    nodes: Option<u32>,
+    time_s: Option<f64>,
+    gres: Option<Gpus>,
+    gpus: Option<Gpus>,
+    gpus_per_node: Option<Gpus>,
+    gpus_per_task: Option<Gpus>,
+    request: Request,
+}
+
+/// A directive that could not be read: the line (1-based) and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DirectiveError {
+    /// The line of the script, counting from 1.
+    pub line: usize,
+    /// What was wrong, naming the option and its value.
+    pub reason: String,
+}
+
+/// Reads the `#SBATCH` directives of `text` into a [`Request`] with whole-job
+/// totals: memory is `--mem` x nodes, `--mem-per-cpu` x CPUs or
+/// `--mem-per-gpu` x GPUs; CPUs are `--cpus-per-task` x tasks; GPUs are
+/// `--gpus`, `--gpus-per-node` x nodes, `--gpus-per-task` x tasks or the
+/// `gpu` entry of `--gres` x nodes.
+pub fn parse_directives(text: &str) -> Result<Request, DirectiveError> {
+    let mut raw = Raw::default();
+    for (i, line) in text.lines().enumerate() {
+        let rest = match line
+            .strip_prefix("#SBATCH")
+            .or_else(|| line.strip_prefix("#SLURM"))
+        {
+            Some(rest) => rest,
+            None if is_command(line) => break,
+            None => continue,
+        };
+        let words = split_words(rest);
+        apply_words(&mut raw, &words).map_err(|reason| DirectiveError {
+            line: i + 1,
+            reason,
+        })?;
+    }
+    Ok(totals(raw))
+}
+
+/// True for a line sbatch stops at: neither blank nor a comment.
+pub fn is_command(line: &str) -> bool {
+    line.trim_start().chars().next().is_some_and(|c| c != '#')
+}
+
+/// Splits a directive's text into words as sbatch does.
+fn split_words(s: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur: Option<String> = None;
+    let mut quote: Option<char> = None;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (_, '\\') => {
+                if let Some(n) = chars.next() {
+                    cur.get_or_insert_with(String::new).push(n);
+                }
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.get_or_insert_with(String::new).push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                cur.get_or_insert_with(String::new);
+            }
+            (None, '#') => break,
+            (None, c) if c.is_whitespace() => words.extend(cur.take()),
+            (None, c) => cur.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(cur);
+    words
+}
+
+/// Applies the options among `words`; unknown options are skipped with the
+/// word after them when that word is not itself an option.
+fn apply_words(raw: &mut Raw, words: &[String]) -> Result<(), String> {
+    let mut i = 0;
+    while i < words.len() {
+        let w = &words[i];
+        i += 1;
+        let (key, name, inline) = match find_option(w) {
+            Some(found) => found,
+            None => {
+                let takes_next = (w.starts_with("--") && !w.contains('='))
+                    || (w.len() == 2 && w.starts_with('-'));
+                if takes_next && words.get(i).is_some_and(|n| !n.starts_with('-')) {
+                    i += 1;
+                }
+                continue;
+            }
+        };
+        let value = match inline {
+            Some(v) => v,
+            None => {
+                let v = words
+                    .get(i)
+                    .ok_or_else(|| format!("{name}: needs a value"))?;
+                i += 1;
+                v.clone()
+            }
+        };
+        set(raw, key, &value).map_err(|e| {
+            // hpc-core's parsers name the value already: name it once.
+            let quoted = format!("'{}': ", value.trim());
+            let e = e.strip_prefix(&quoted).unwrap_or(&e);
+            format!("{name} '{value}': {e}")
+        })?;
+    }
+    Ok(())
+}
+
+/// The option a word names, how it was written, and its value when the word
+/// holds it (`--mem=4G`, `-c4`).
+fn find_option(w: &str) -> Option<(Key, String, Option<String>)> {
+    if let Some(long) = w.strip_prefix("--") {
+        let (name, value) = match long.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (long, None),
+        };
+        let key = OPTIONS.iter().find(|o| o.0 == name)?.2;
+        return Some((key, format!("--{name}"), value));
+    }
+    let mut chars = w.strip_prefix('-')?.chars();
+    let letter = chars.next()?;
+    let key = OPTIONS.iter().find(|o| o.1 == Some(letter))?.2;
+    let rest: String = chars.collect();
+    Some((
+        key,
+        format!("-{letter}"),
+        (!rest.is_empty()).then_some(rest),
+    ))
+}
+
+/// Stores one option's value.
+fn set(raw: &mut Raw, key: Key, v: &str) -> Result<(), String> {
+    let r = &mut raw.request;
+    match key {
+        Key::Mem => raw.mem = Some(MemPer::Node(mem_mb(v)?)),
+        Key::MemPerCpu => raw.mem = Some(MemPer::Cpu(mem_mb(v)?)),
+        Key::MemPerGpu => raw.mem = Some(MemPer::Gpu(mem_mb(v)?)),
+        Key::CpusPerTask => raw.cpus_per_task = Some(count(v)?),
+        Key::Ntasks => raw.ntasks = Some(count(v)?),
+        Key::NtasksPerNode => raw.ntasks_per_node = Some(count(v)?),
+        // `-N 2-4` asks for 2 to 4 nodes: the minimum is what it gets for sure.
+        Key::Nodes => raw.nodes = Some(count(v.split('-').next().unwrap_or(v))?),
+        Key::Time => {
+            raw.time_s = match slurm::parse_limit(v)? {
+                // `--time=0` asks for no limit, as UNLIMITED does.
+                Some(Limit::Seconds(s)) if s > 0.0 => Some(s),
+                Some(_) => None,
+                None => return Err("not a time limit".into()),
+            }
+        }
+        Key::Gres => raw.gres = gres_gpus(v)?,
+        Key::Gpus => raw.gpus = Some(gpu_spec(v)?),
+        Key::GpusPerNode => raw.gpus_per_node = Some(gpu_spec(v)?),
+        Key::GpusPerTask => raw.gpus_per_task = Some(gpu_spec(v)?),
+        Key::Array => r.array = Some(text_value(v)?),
+        Key::Partition => r.partition = Some(text_value(v)?),
+        Key::Account => r.account = Some(text_value(v)?),
+        Key::Qos => r.qos = Some(text_value(v)?),
+        Key::JobName => r.job_name = Some(text_value(v)?),
+    }
+    Ok(())
+}
+
+/// A memory size in MiB (a bare number is MiB, as sbatch reads it).
+fn mem_mb(v: &str) -> Result<f64, String> {
+    match slurm::parse_mem(v, 1024.0 * 1024.0)? {
+        Some(m) if m.scope == MemScope::Total => Ok(m.mb),
+        _ => Err("not a memory size".into()),
+    }
+}
+
+/// A positive count.
+fn count(v: &str) -> Result<u32, String> {
+    match slurm::parse_count(v)? {
+        Some(n @ 1..=0xFFFF_FFFF) => Ok(n as u32),
+        _ => Err("not a positive count".into()),
+    }
+}
+
+/// A text value, which must not be empty.
+fn text_value(v: &str) -> Result<String, String> {
+    if v.trim().is_empty() {
+        Err("empty".into())
+    } else {
+        Ok(v.to_string())
+    }
+}
+
+/// `[type:]count` as `--gpus` takes it.
+fn gpu_spec(v: &str) -> Result<Gpus, String> {
+    let (kind, n) = match v.rsplit_once(':') {
+        Some((k, n)) => (Some(k.to_string()), n),
+        None => (None, v),
+    };
+    Ok(Gpus {
+        count: count(n)?,
+        kind,
+    })
+}
+
+/// The `gpu` entry of a `--gres` list (`gpu`, `gpu:2`, `gpu:a100:2`, also
+/// with a `gres/` prefix); `None` when the list has none.
+fn gres_gpus(v: &str) -> Result<Option<Gpus>, String> {
+    for entry in v.split(',') {
+        let entry = entry.strip_prefix("gres/").unwrap_or(entry);
+        // A count may carry a socket binding: `gpu:2(S:0-1)`.
+        let entry = entry.split('(').next().unwrap_or(entry);
+        let mut parts = entry.split(':');
+        if parts.next() != Some("gpu") {
+            continue;
+        }
+        let rest: Vec<&str> = parts.collect();
+        return Ok(Some(match rest.as_slice() {
+            [] => Gpus {
+                count: 1,
+                kind: None,
+            },
+            [one] => match count(one) {
+                Ok(n) => Gpus {
+                    count: n,
+                    kind: None,
+                },
+                Err(_) => Gpus {
+                    count: 1,
+                    kind: Some(one.to_string()),
+                },
+            },
+            [kind, n] => Gpus {
+                count: count(n)?,
+                kind: Some(kind.to_string()),
+            },
+            _ => return Err("not a gpu gres (gpu[:type][:count])".into()),
+        }));
+    }
+    Ok(None)
+}
+
+/// The whole-job totals from the values as written.
+fn totals(raw: Raw) -> Request {
+    let mut r = raw.request;
+    r.nodes = raw.nodes;
+    let nodes = raw.nodes.unwrap_or(1);
+    r.ntasks = raw
+        .ntasks
+        .or(raw.ntasks_per_node.map(|n| n.saturating_mul(nodes)));
+    let tasks = r.ntasks.unwrap_or(1);
+    if raw.cpus_per_task.is_some() || r.ntasks.is_some() {
+        r.cpus = Some(raw.cpus_per_task.unwrap_or(1).saturating_mul(tasks));
+    }
+    r.time_s = raw.time_s;
+    let gpus = [
+        raw.gpus.map(|g| (g, 1)),
+        raw.gpus_per_node.map(|g| (g, nodes)),
+        raw.gpus_per_task.map(|g| (g, tasks)),
+        raw.gres.map(|g| (g, nodes)),
+    ]
+    .into_iter()
+    .flatten()
+    .next();
+    if let Some((g, times)) = gpus {
+        r.gpus = Some(g.count.saturating_mul(times));
+        r.gpu_type = g.kind;
+    }
+    r.mem_mb = match raw.mem {
+        // `--mem=0` asks for all the memory of each node: unknown here.
+        Some(MemPer::Node(m)) if m > 0.0 => Some(m * f64::from(nodes)),
+        Some(MemPer::Cpu(m)) => Some(m * f64::from(r.cpus.unwrap_or(1))),
+        Some(MemPer::Gpu(m)) => Some(m * f64::from(r.gpus.unwrap_or(1))),
+        _ => None,
+    };
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(directives: &str) -> Request {
+        parse_directives(directives).unwrap()
+    }
+
+    #[test]
+    fn words_split_like_sbatch() {
+        assert_eq!(
+            split_words(r#" --job-name="a b" -p 'x y'  # --mem=1G"#),
+            vec!["--job-name=a b", "-p", "x y"]
+        );
+        assert_eq!(split_words(r"--job-name=a\ b"), vec!["--job-name=a b"]);
+        assert_eq!(split_words("--comment=''"), vec!["--comment="]);
+    }
+
+    #[test]
+    fn short_options_take_joined_or_separate_values() {
+        assert_eq!(req("#SBATCH -c4\n").cpus, Some(4));
+        assert_eq!(req("#SBATCH -c 4\n").cpus, Some(4));
+        assert_eq!(req("#SBATCH -n 3 -c 2\n").cpus, Some(6));
+    }
+
+    #[test]
+    fn unknown_options_and_their_values_are_skipped() {
+        let r = req("#SBATCH --output out.log --exclusive -c 2\n#SBATCH -o x.log\n");
+        assert_eq!(r.cpus, Some(2));
+        assert_eq!(r.job_name, None);
+    }
+
+    #[test]
+    fn gres_forms() {
+        let g = |s: &str| gres_gpus(s).unwrap().map(|g| (g.count, g.kind));
+        assert_eq!(g("gpu"), Some((1, None)));
+        assert_eq!(g("gpu:2"), Some((2, None)));
+        assert_eq!(g("gpu:a100:2"), Some((2, Some("a100".into()))));
+        assert_eq!(g("gpu:a100"), Some((1, Some("a100".into()))));
+        assert_eq!(
+            g("shard:1,gres/gpu:v100:4(S:0-1)"),
+            Some((4, Some("v100".into())))
+        );
+        assert_eq!(g("shard:1"), None);
+        assert!(gres_gpus("gpu:a100:x").is_err());
+    }
+
+    #[test]
+    fn mem_zero_means_the_whole_node_and_is_left_unknown() {
+        assert_eq!(req("#SBATCH --mem=0\n").mem_mb, None);
+    }
+
+    #[test]
+    fn the_last_memory_option_wins() {
+        let r = req("#SBATCH --mem=1G\n#SBATCH --mem-per-cpu=100 -c 3\n");
+        assert_eq!(r.mem_mb, Some(300.0));
+    }
+
+    #[test]
+    fn a_missing_value_is_an_error_with_its_line() {
+        let e = parse_directives("#!/bin/sh\n#SBATCH --mem\n").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.reason.contains("--mem: needs a value"), "{}", e.reason);
+    }
+}
