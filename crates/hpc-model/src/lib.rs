@@ -11,6 +11,7 @@ use hpc_core::Result;
 pub mod analyze;
 pub mod backtest;
 pub mod fit;
+pub mod pool;
 pub mod recommend;
 pub mod tools;
 
@@ -29,12 +30,13 @@ pub struct Args {
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand)]
-#[allow(missing_docs)]
+#[allow(missing_docs, clippy::large_enum_variant)]
 enum Cmd {
     Analyze(analyze::AnalyzeArgs),
     Recommend(recommend::RecommendArgs),
     Fit(fit::FitArgs),
     Backtest(backtest::BacktestArgs),
+    Pool(pool::PoolArgs),
 }
 
 /// Runs the subcommand the arguments name.
@@ -44,5 +46,6 @@ pub fn main_with(args: Args) -> Result<()> {
         Cmd::Recommend(a) => recommend::main_with(a),
         Cmd::Fit(a) => fit::main_with(a),
         Cmd::Backtest(a) => backtest::main_with(a),
+        Cmd::Pool(a) => pool::main_with(a),
     }
 }
