@@ -24,7 +24,7 @@ pub mod slurm;
 
 use limits::{Resolved, Sources};
 use slots::{capacity, left, Rule, Shape, Slots};
-use slurm::{Amounts, Res};
+use slurm::Amounts;
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "pool")]
@@ -531,9 +531,4 @@ pub fn main_with(args: PoolArgs) -> Result<()> {
         std::process::exit(3);
     }
     Ok(())
-}
-
-/// The TRES a row's slots are bound by, as named in the output.
-pub fn binding_name(s: &Slots) -> Option<&'static str> {
-    s.binding.map(Res::name)
 }

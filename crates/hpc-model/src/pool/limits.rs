@@ -150,7 +150,7 @@ impl Sources<'_> {
             .iter()
             .filter(|j| counts(j))
             .filter_map(|j| j.tres.get(r))
-            .sum()
+            .fold(0.0, |a, b| a + b)
     }
 
     /// The group limits in SLURM's order, then the per-user ones.

@@ -150,7 +150,7 @@ pub fn record<'a>(opts: &'a Opts, row: &'a Row) -> Pool<'a> {
             .pool
             .limits
             .iter()
-            .map(|(r, l)| (r.name(), l.scope.describe()))
+            .map(|(r, l)| (r.field(), l.scope.describe()))
             .collect(),
         used: row.used,
         gpu_slots: row.slots.gpu,

@@ -72,7 +72,16 @@ impl Res {
     /// All three, in order.
     pub const ALL: [Res; 3] = [Res::Cpu, Res::Mem, Res::Gpu];
 
-    /// The name SLURM gives it in a TRES list.
+    /// Its field in [`Amounts`] as written in records.
+    pub fn field(self) -> &'static str {
+        match self {
+            Res::Cpu => "cpu",
+            Res::Mem => "mem_mb",
+            Res::Gpu => "gpus",
+        }
+    }
+
+    /// Its short name (`cpu`, `mem`, `gpu`), as the binding limit is named.
     pub fn name(self) -> &'static str {
         match self {
             Res::Cpu => "cpu",
