@@ -449,3 +449,33 @@ fn help_matches_the_man_page() {
     let synopsis = man.split(".SH DESCRIPTION").next().unwrap();
     assert!(synopsis.contains(".B hpc-model pool"), "SYNOPSIS line");
 }
+
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    let mut child = Command::new(BIN)
+        .current_dir(fixtures())
+        .args([
+            "pool",
+            "--user",
+            "ana",
+            "--assoc",
+            "assoc.txt",
+            "--qos",
+            "qos.txt",
+        ])
+        .args([
+            "--partitions",
+            "partitions.txt",
+            "--usage",
+            "queue-empty.txt",
+        ])
+        .args(["--cpu-job", CPU_JOB, "--burst"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stderr), "");
+}
