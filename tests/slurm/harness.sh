@@ -481,6 +481,9 @@ AccountingStoragePort=$dbd_port
 # The munged socket for the connections to slurmdbd (AuthInfo is not used there)
 AccountingStoragePass=$munge_socket
 AccountingStorageEnforce=associations
+# GPU limits can be set (sacctmgr GrpTRES=gres/gpu=N) on a node without GPUs
+GresTypes=gpu
+AccountingStorageTRES=gres/gpu
 JobCompType=jobcomp/none
 MinJobAge=300
 KillWait=5

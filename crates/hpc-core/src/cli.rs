@@ -31,6 +31,10 @@ fn parse_to<T: argh::FromArgs>(
     args: &[&str],
     out: &mut dyn Write,
 ) -> Result<T, ExitCode> {
+    // A `-` that is an option's value (`--from -`) parses as given.
+    if let Ok(t) = T::from_args(&[cmd], args) {
+        return Ok(t);
+    }
     let mut rest: Vec<&str> = args.to_vec();
     // argh takes a lone `-` for an unknown option: move it after `--`.
     let before = rest.iter().position(|a| *a == "--").unwrap_or(rest.len());
@@ -68,6 +72,9 @@ mod tests {
         /// a switch
         #[argh(switch)]
         x: bool,
+        /// an input
+        #[argh(option)]
+        from: Option<String>,
         /// files
         #[argh(positional)]
         files: Vec<String>,
@@ -79,6 +86,13 @@ mod tests {
         assert!(a.x);
         assert_eq!(a.files, vec!["-"]);
         assert!(parse_from::<A>("t", &["--nope"]).is_err());
+    }
+
+    #[test]
+    fn lone_dash_as_an_option_value_stays_the_value() {
+        let a: A = parse_from("t", &["--from", "-", "--x"]).unwrap();
+        assert_eq!(a.from.as_deref(), Some("-"));
+        assert!(a.x && a.files.is_empty());
     }
 
     /// A writer that is always full, like `/dev/full`.

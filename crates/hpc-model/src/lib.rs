@@ -12,6 +12,7 @@ pub mod analyze;
 pub mod backtest;
 pub mod fit;
 pub mod lang;
+pub mod pool;
 pub mod recommend;
 pub mod sbatch;
 pub mod tools;
@@ -31,12 +32,13 @@ pub struct Args {
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand)]
-#[allow(missing_docs)]
+#[allow(missing_docs, clippy::large_enum_variant)]
 enum Cmd {
     Analyze(analyze::AnalyzeArgs),
     Recommend(recommend::RecommendArgs),
     Fit(fit::FitArgs),
     Backtest(backtest::BacktestArgs),
+    Pool(pool::PoolArgs),
 }
 
 /// Runs the subcommand the arguments name.
@@ -46,5 +48,6 @@ pub fn main_with(args: Args) -> Result<()> {
         Cmd::Recommend(a) => recommend::main_with(a),
         Cmd::Fit(a) => fit::main_with(a),
         Cmd::Backtest(a) => backtest::main_with(a),
+        Cmd::Pool(a) => pool::main_with(a),
     }
 }
