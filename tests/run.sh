@@ -60,27 +60,32 @@ done
 step "whole tools under faults (tests/faults.sh)"
 bash tests/faults.sh
 
-step "real SLURM integration (tests/slurm/run.sh)"
-# Needs root and apt (it installs the packages, starts a one-node cluster of
-# its own under /var/lib/hpc-sizer-slurm beside, never instead of, any SLURM
-# of the machine's own, then stops it); exit 77 means it cannot run here.
-# HPC_SKIP_SLURM=1 skips it.
-if [ "${HPC_SKIP_SLURM:-0}" = 1 ]; then
-  echo "skipped: HPC_SKIP_SLURM=1" >&2
-else
-  slurm_log=$(mktemp)
-  set +e
-  bash tests/slurm/run.sh 2>&1 | tee "$slurm_log"
-  slurm_rc=${PIPESTATUS[0]}
-  set -e
-  if [ "$slurm_rc" -eq 77 ]; then
-    echo "skipped: $(tail -n 1 "$slurm_log")" >&2
+# The real-SLURM scripts need root and apt (each installs the packages,
+# starts a one-node cluster of its own under /var/lib/hpc-sizer-slurm beside,
+# never instead of, any SLURM of the machine's own, then stops it); exit 77
+# means it cannot run here. HPC_SKIP_SLURM=1 skips them.
+slurm_script() {
+  step "real SLURM: $1"
+  if [ "${HPC_SKIP_SLURM:-0}" = 1 ]; then
+    echo "skipped: HPC_SKIP_SLURM=1" >&2
+    return
   fi
-  rm -f "$slurm_log"
-  if [ "$slurm_rc" -ne 0 ] && [ "$slurm_rc" -ne 77 ]; then
-    echo "tests/slurm/run.sh failed (exit $slurm_rc)" >&2
+  local log rc
+  log=$(mktemp)
+  set +e
+  bash "$1" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  if [ "$rc" -eq 77 ]; then
+    echo "skipped: $(tail -n 1 "$log")" >&2
+  fi
+  rm -f "$log"
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+    echo "$1 failed (exit $rc)" >&2
     exit 1
   fi
-fi
+}
+slurm_script tests/slurm/run.sh
+slurm_script tests/slurm/pool.sh
 
 echo "tests/run.sh: all checks passed" >&2
