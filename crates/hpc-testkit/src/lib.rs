@@ -3,7 +3,8 @@
 //! long flag its `--help` names is documented in its man page
 //! ([`Tool::assert_help_in_man`]), read the first line of its output and
 //! close the pipe ([`first_line`], [`Tool::closed_pipe`]), and send its
-//! streams to `/dev/full` ([`status_to`]).
+//! streams to `/dev/full` ([`status_to`]); read NDJSON output ([`records`],
+//! [`num`]).
 //!
 //! A dev-dependency only: `publish = false`, never linked into a tool.
 
@@ -199,6 +200,13 @@ pub fn records(out: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The number `v[k]`; panics, showing `v`, when it is absent or not a
+/// number.
+pub fn num(v: &serde_json::Value, k: &str) -> f64 {
+    v[k].as_f64()
+        .unwrap_or_else(|| panic!("no number {k} in {v}"))
+}
+
 /// The workspace's `man` folder.
 pub fn man_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../man")
@@ -226,10 +234,22 @@ pub fn long_flags(help: &str) -> Vec<String> {
 }
 
 /// Whether a man page's roff source documents the long flag `name`: as
-/// `\-\-name` (man(7), dashes escaped) or as `Fl \-name` (mdoc).
+/// `\-\-name` with every dash escaped (man(7)), or as `Fl \-name` (mdoc,
+/// where the dashes inside the name may stand unescaped). The name must
+/// end there: `--max` is not documented by `--max-gap`.
 pub fn man_documents_flag(man: &str, name: &str) -> bool {
-    let escaped = name.replace('-', "\\-");
-    man.contains(&format!("\\-\\-{escaped}")) || man.contains(&format!("Fl \\-{escaped}"))
+    let man7 = format!("\\-\\-{}", name.replace('-', "\\-"));
+    let mdoc = format!("Fl -{name}");
+    has_flag(man, &man7) || has_flag(&man.replace("\\-", "-"), &mdoc)
+}
+
+/// Whether `flag` stands in `text` not followed by more of a flag name.
+fn has_flag(text: &str, flag: &str) -> bool {
+    text.match_indices(flag).any(|(i, _)| {
+        let rest = &text[i + flag.len()..];
+        !(rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            || rest.starts_with("\\-"))
+    })
 }
 
 fn writable(path: &str) -> File {
@@ -253,9 +273,13 @@ mod tests {
     #[test]
     fn a_flag_is_documented_in_man_7_or_mdoc_form_only() {
         assert!(man_documents_flag(".B \\-\\-max\\-gap\n", "max-gap"));
+        assert!(man_documents_flag("\\fB\\-\\-max\\-gap\\fR,", "max-gap"));
         assert!(man_documents_flag(".It Fl \\-max\\-gap Ar s\n", "max-gap"));
+        assert!(man_documents_flag(".It Fl \\-max-gap Ar s\n", "max-gap"));
         assert!(!man_documents_flag("--max-gap\n", "max-gap"), "unescaped");
-        assert!(!man_documents_flag(".B \\-\\-max\\-gapx\n", "max"));
+        assert!(!man_documents_flag(".B \\-\\-max-gap\n", "max-gap"), "half");
+        assert!(!man_documents_flag(".B \\-\\-max\\-gap\n", "max"));
+        assert!(!man_documents_flag(".It Fl \\-max-gap\n", "max"));
         assert!(!man_documents_flag(".B \\-\\-grid\n", "max-gap"));
     }
 }
