@@ -1,7 +1,9 @@
 #!/bin/sh
 # Benchmark of hpc-probe: CPU per sample and per watched process against a
 # floor loop that only reads the same /proc files, peak RSS, and a churn
-# soak (processes starting and exiting hundreds of times a second).
+# soak (processes starting and exiting hundreds of times a second), and
+# the procfs crate against the probe's own /proc parsers
+# (crates/hpc-probe/benches/procfs.rs).
 #
 #   bash bench/probe-bench.sh [SAMPLES] [COUNTS...]
 #
@@ -14,6 +16,7 @@ export CARGO_TARGET_DIR
 
 cargo build --release -p hpc-probe --bin hpc-probe --example probe_bench
 "$CARGO_TARGET_DIR/release/examples/probe_bench" "$@"
+cargo bench -p hpc-probe --bench procfs
 
 secs="${HPC_PROBE_CHURN_SECS:-30}"
 if [ "$secs" -gt 0 ]; then

@@ -1,39 +1,17 @@
 //! hpc-flags: each flag raised by a fixture and not by a near miss, a noisy
 //! healthy job that raises nothing, and the command-line behaviour.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use hpc_flags::rules::RULES;
 use hpc_flags::thresholds::Thresholds;
 use hpc_flags::Opts;
+use hpc_testkit::{status_to, Tool};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-flags");
-
-/// Runs the binary with `args` and `stdin`; returns (code, stdout, stderr).
-fn cli(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut sin = child.stdin.take().unwrap();
-    let data = stdin.to_owned();
-    let w = std::thread::spawn(move || {
-        let _ = sin.write_all(data.as_bytes());
-    });
-    let out = child.wait_with_output().unwrap();
-    w.join().unwrap();
-    let (o, e) = (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    );
-    (out.status.code().unwrap_or(-1), o, e)
-}
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-flags"));
 
 /// Runs the library on `input` with `sets` overrides; returns the output.
 fn flags_of(input: &str, sets: &[&str]) -> String {
@@ -469,7 +447,7 @@ fn a_summary_gets_not_evaluated_instead_of_the_original() {
 
 #[test]
 fn empty_input_gives_empty_output() {
-    let (code, out, err) = cli(&[], "");
+    let (code, out, err) = TOOL.cli(&[], "");
     assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
 }
 
@@ -479,7 +457,7 @@ fn malformed_lines_are_reported_with_their_number() {
         "{}not json\n{{\"job_id\":\"1\"}}\n",
         job("\"state\":\"COMPLETED\"")
     );
-    let (code, out, err) = cli(&[], &input);
+    let (code, out, err) = TOOL.cli(&[], &input);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("line 2: not a record"), "{err}");
     assert!(err.contains("line 3: no \"kind\""), "{err}");
@@ -495,54 +473,43 @@ fn a_truncated_last_line_is_only_a_warning() {
         "{}{{\"kind\":\"sample\",\"t\":1",
         job("\"state\":\"COMPLETED\"")
     );
-    let (code, _, err) = cli(&[], &input);
+    let (code, _, err) = TOOL.cli(&[], &input);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("truncated"), "{err}");
 }
 
 #[test]
 fn bad_thresholds_are_usage_errors() {
-    let (code, _, err) = cli(&["--set", "nope=1"], "");
+    let (code, _, err) = TOOL.cli(&["--set", "nope=1"], "");
     assert_eq!(code, 2);
     assert!(err.contains("unknown threshold 'nope'"), "{err}");
-    let (code, _, _) = cli(&["--set", "high_cpi=abc"], "");
+    let (code, _, _) = TOOL.cli(&["--set", "high_cpi=abc"], "");
     assert_eq!(code, 2);
     let dir = tempfile::tempdir().unwrap();
     let conf = dir.path().join("flags.conf");
     std::fs::write(&conf, "# thresholds\nhigh_cpi = 0.5\n").unwrap();
     let input = mean_of("cpi", 0.7);
-    let (code, out, _) = cli(&["--config", conf.to_str().unwrap()], &input);
+    let (code, out, _) = TOOL.cli(&["--config", conf.to_str().unwrap()], &input);
     assert_eq!(code, 0);
     assert!(has(&out, "high_cpi"));
     std::fs::write(&conf, "high_cpi = 0.5\nwhat\n").unwrap();
-    let (code, _, err) = cli(&["--config", conf.to_str().unwrap()], "");
+    let (code, _, err) = TOOL.cli(&["--config", conf.to_str().unwrap()], "");
     assert_eq!(code, 2);
     assert!(err.contains("line 2"), "{err}");
 }
 
 #[test]
 fn help_lists_the_options() {
-    let (code, out, _) = cli(&["--help"], "");
+    let (code, out, _) = TOOL.cli(&["--help"], "");
     assert_eq!(code, 0);
     assert!(out.contains("--set") && out.contains("--config"), "{out}");
 }
 
 #[test]
 fn every_long_flag_in_help_is_in_the_man_page() {
-    let (_, help, _) = cli(&["--help"], "");
-    let man = man_page().replace("\\-", "-");
-    let mut n = 0;
-    for word in help.split_whitespace() {
-        let w = word.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-');
-        if w.starts_with("--") && w.len() > 2 {
-            n += 1;
-            assert!(
-                man.contains(w) || man.contains(&format!("Fl -{}", &w[2..])),
-                "{w} is not in man/hpc-flags.1"
-            );
-        }
-    }
-    assert!(n >= 3);
+    let (_, help, _) = TOOL.cli(&["--help"], "");
+    let man = TOOL.man_page().replace("\\-", "-");
+    assert!(TOOL.assert_help_in_man(&help).len() >= 3);
     for name in hpc_flags::thresholds::Param::ALL.iter().map(|p| p.name()) {
         assert!(
             man.contains(&name.replace('_', "\\_")) || man.contains(name),
@@ -551,22 +518,22 @@ fn every_long_flag_in_help_is_in_the_man_page() {
     }
 }
 
-fn man_page() -> String {
-    std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../man/hpc-flags.1"
-    ))
-    .unwrap()
-}
-
-/// The text of the man page's section `name`, up to the next `.Sh`.
+/// The roff source of the man page's section `name`, up to the next `.SH`.
 fn man_section(man: &str, name: &str) -> String {
     let start = man
-        .find(&format!("\n.Sh {name}\n"))
+        .find(&format!("\n.SH {name}\n"))
         .unwrap_or_else(|| panic!("no section {name}"));
     let rest = &man[start + 1..];
-    let end = rest[1..].find("\n.Sh ").map_or(rest.len(), |e| e + 1);
+    let end = rest[1..].find("\n.SH ").map_or(rest.len(), |e| e + 1);
     rest[..end].to_owned()
+}
+
+/// Roff source with its inline font changes (`\fB`, `\fI`, `\fR`) taken
+/// out, so that the words stand alone.
+fn unfonted(roff: &str) -> String {
+    roff.replace("\\fB", "")
+        .replace("\\fI", "")
+        .replace("\\fR", "")
 }
 
 /// Whether `text` holds `word` on its own (not inside a longer name).
@@ -597,25 +564,25 @@ fn shown_defaults(text: &str, name: &str) -> Vec<f64> {
 /// reads; and nothing else.
 #[test]
 fn the_man_page_lists_every_flag_with_its_category_and_thresholds() {
-    let man = man_page();
+    let man = TOOL.man_page();
     let flags = man_section(&man, "FLAGS");
-    // Each entry: `.It Li <flag> Pq <category>` and its lines, joined.
+    // Each entry: `.TP`, `.BR <flag> " (<category>)"` and its lines, joined.
     let entries: Vec<(&str, String)> = flags
-        .split("\n.It Li ")
+        .split("\n.TP\n")
         .skip(1)
         .map(|e| {
             let (head, body) = e.split_once('\n').unwrap_or((e, ""));
-            (head, body.replace('\n', " "))
+            (head, unfonted(body).replace('\n', " "))
         })
         .collect();
     let heads: Vec<&str> = entries.iter().map(|(h, _)| *h).collect();
     let want: Vec<String> = RULES
         .iter()
-        .map(|r| format!("{} Pq {}", r.flag, r.category.name()))
+        .map(|r| format!(".BR {} \" ({})\"", r.flag, r.category.name()))
         .collect();
     assert_eq!(heads, want, "the FLAGS entries are the table's rules");
-    let output = man_section(&man, "OUTPUT");
-    let input = man_section(&man, "INPUT");
+    let output = unfonted(&man_section(&man, "OUTPUT"));
+    let input = unfonted(&man_section(&man, "INPUT"));
     for (rule, (_, body)) in RULES.iter().zip(&entries) {
         assert!(has_word(&output, rule.category.name()), "{}", rule.flag);
         for p in rule.params {
@@ -631,9 +598,9 @@ fn the_man_page_lists_every_flag_with_its_category_and_thresholds() {
         for field in rule.inputs.iter().flat_map(|g| g.iter()) {
             let (kind, field) = field.split_once('.').unwrap();
             let fields = input
-                .split(&format!(".Cm {kind} :"))
+                .split(&format!(".BR {kind} :"))
                 .nth(1)
-                .and_then(|rest| rest.split(".Cm ").next())
+                .and_then(|rest| rest.split(".BR ").next())
                 .unwrap_or_else(|| panic!("INPUT lists no {kind} fields"));
             assert!(has_word(fields, field), "INPUT lacks {kind} {field}");
         }
@@ -642,14 +609,7 @@ fn the_man_page_lists_every_flag_with_its_category_and_thresholds() {
 
 #[test]
 fn a_closed_pipe_is_not_an_error() {
-    let mut child = Command::new(BIN)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut sin = child.stdin.take().unwrap();
-    let w = std::thread::spawn(move || {
+    let first = TOOL.closed_pipe(&[], |mut sin| {
         let line = job("\"state\":\"COMPLETED\"");
         for i in 0..100_000 {
             let l = line.replace("\"job_id\":\"1\"", &format!("\"job_id\":\"{i}\""));
@@ -658,22 +618,7 @@ fn a_closed_pipe_is_not_an_error() {
             }
         }
     });
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
     assert!(first.starts_with("{\"kind\":\"job\""));
-    drop(stdout);
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let status = child.wait().unwrap();
-    w.join().unwrap();
-    assert_eq!(status.code(), Some(0), "{err}");
-    assert_eq!(err, "");
 }
 
 /// bin-wrappers/hpc-finalize end to end over a temporary spool, with the
@@ -681,7 +626,7 @@ fn a_closed_pipe_is_not_an_error() {
 /// target folder, where `cargo test --workspace` builds it).
 #[test]
 fn finalize_writes_the_incoming_file_and_the_archive() {
-    let bin_dir = Path::new(BIN).parent().unwrap();
+    let bin_dir = Path::new(TOOL.bin()).parent().unwrap();
     if !bin_dir.join("hpc-merge").exists() {
         eprintln!("skipped: hpc-merge is not built in {}", bin_dir.display());
         return;
@@ -804,7 +749,7 @@ fn a_bad_config_file_is_a_usage_error_naming_the_file_and_line() {
     let shown = hpc_core::paths::shown(&conf);
     let c = conf.to_str().unwrap();
     // Missing, then a folder: unreadable.
-    let (code, _, err) = cli(&["--config", c], "");
+    let (code, _, err) = TOOL.cli(&["--config", c], "");
     assert_eq!(code, 2, "{err}");
     assert!(
         err.starts_with(&format!("hpc-flags: --config {shown}: ")),
@@ -812,7 +757,7 @@ fn a_bad_config_file_is_a_usage_error_naming_the_file_and_line() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
     let d = dir.path().to_str().unwrap();
-    let (code, _, err) = cli(&["--config", d], "");
+    let (code, _, err) = TOOL.cli(&["--config", d], "");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains(&format!("--config {d}: ")), "{err}");
     // Malformed lines: each names the file and the line.
@@ -829,7 +774,7 @@ fn a_bad_config_file_is_a_usage_error_naming_the_file_and_line() {
         (b"\n\nhigh_cpi = \xff\n", "line 3: not valid UTF-8"),
     ] {
         std::fs::write(&conf, text).unwrap();
-        let (code, out, err) = cli(&["--config", c], &mean_of("cpi", 0.7));
+        let (code, out, err) = TOOL.cli(&["--config", c], &mean_of("cpi", 0.7));
         assert_eq!(code, 2, "{err}");
         assert!(out.is_empty(), "{out}");
         assert!(
@@ -845,15 +790,8 @@ fn run_to(args: &[&str], input: &str, stdout: &str, stderr: &str) -> Option<i32>
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("in.ndjson");
     std::fs::write(&path, input).unwrap();
-    let file = |p: &str| std::fs::OpenOptions::new().write(true).open(p).unwrap();
-    Command::new(BIN)
-        .args(args)
-        .stdin(std::fs::File::open(&path).unwrap())
-        .stdout(file(stdout))
-        .stderr(file(stderr))
-        .status()
-        .unwrap()
-        .code()
+    let input = std::fs::File::open(&path).unwrap();
+    status_to(&mut TOOL.command(args), input, stdout, stderr)
 }
 
 #[test]
@@ -879,12 +817,12 @@ fn file_names_in_messages_are_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let odd = dir.path().join("in\n\x1b[31m.ndjson");
     let name = odd.to_str().unwrap();
-    let (code, _, err) = cli(&[name], "");
+    let (code, _, err) = TOOL.cli(&[name], "");
     assert_eq!(code, 1);
     assert!(err.contains("in\\n\\u{1b}[31m.ndjson"), "{err}");
     assert!(!err.contains('\x1b'), "{err}");
     std::fs::write(&odd, "not json\n").unwrap();
-    let (code, _, err) = cli(&[name], "");
+    let (code, _, err) = TOOL.cli(&[name], "");
     assert_eq!(code, 1);
     assert!(
         err.contains("in\\n\\u{1b}[31m.ndjson: line 1: not a record"),

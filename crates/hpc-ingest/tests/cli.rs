@@ -4,11 +4,12 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
+use hpc_testkit::{feed, status_to, text, Tool};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-ingest");
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-ingest"));
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/sacct")
@@ -22,29 +23,17 @@ fn ingest(args: &[&str], stdin: &[u8]) -> Output {
 
 /// [`ingest`] with `TZ` set to `tz`, or unset.
 fn ingest_in(tz: Option<&str>, args: &[&str], stdin: &[u8]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args).env_remove("HPC_SIZER_DB").env_remove("TZ");
+    let mut cmd = TOOL.command(args);
+    cmd.env_remove("HPC_SIZER_DB").env_remove("TZ");
     if let Some(tz) = tz {
         cmd.env("TZ", tz);
     }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn hpc-ingest");
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = input.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
+    feed(&mut cmd, stdin)
 }
 
+/// A run's standard error as text.
 fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    text(&o.stderr)
 }
 
 fn jobs_of(o: &Output) -> HashMap<String, Value> {
@@ -552,38 +541,13 @@ fn reingest_is_idempotent_and_final_states_win() {
 
 #[test]
 fn help_matches_the_man_page() {
-    let out = Command::new(BIN).arg("--help").output().unwrap();
-    assert!(out.status.success());
-    let help = String::from_utf8(out.stdout).unwrap();
-    let man = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../man/hpc-ingest.1"),
-    )
-    .unwrap();
-    let mut flags = 0;
-    let options = help.lines().filter(|l| l.trim_start().starts_with("--"));
-    for line in options {
-        if let Some(flag) = line
-            .split_whitespace()
-            .next()
-            .and_then(|w| w.strip_prefix("--"))
-        {
-            let flag = flag.trim_end_matches(',');
-            if flag.is_empty() || flag == "help" {
-                continue;
-            }
-            flags += 1;
-            assert!(
-                man.contains(&format!("\\-\\-{}", flag.replace('-', "\\-"))),
-                "man page lacks --{flag}"
-            );
-        }
-    }
-    assert!(flags >= 9, "{help}");
+    let help = TOOL.help(&[]);
+    assert!(TOOL.assert_help_in_man(&help).len() >= 9, "{help}");
 }
 
 #[test]
 fn sacct_format_lists_the_fields() {
-    let out = Command::new(BIN).arg("--sacct-format").output().unwrap();
+    let out = TOOL.command(&["--sacct-format"]).output().unwrap();
     let s = String::from_utf8(out.stdout).unwrap();
     assert!(s.starts_with("Cluster,JobID,JobIDRaw,"), "{s}");
     assert!(s.contains("MaxRSS") && s.contains("TotalCPU") && s.contains("AllocTRES"));
@@ -596,19 +560,8 @@ fn closed_pipe_exits_quietly() {
     let mut f = std::fs::File::create(&input).unwrap();
     hpc_ingest::gen::write_sacct(&mut f, 20_000, 1, 3).unwrap();
     drop(f);
-    let mut child = Command::new(BIN)
-        .args(["--ndjson", input.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut first = [0u8; 64];
-    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
-    drop(stdout);
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    let first = TOOL.closed_pipe(&["--ndjson", input.to_str().unwrap()], drop);
+    assert!(first.starts_with("{\"kind\":\"job\""), "{first}");
 }
 
 fn write_generated(path: &Path, jobs: u64, first: u64) -> u64 {
@@ -626,8 +579,8 @@ fn kill_9_at_random_points_leaves_a_valid_database() {
     let db = dir.path().join("h.db");
     let mut rng = hpc_ingest::gen::Rng::new(99);
     for round in 0..10 {
-        let mut child = Command::new(BIN)
-            .args([
+        let mut child = TOOL
+            .command(&[
                 "--db",
                 db.to_str().unwrap(),
                 "--batch",
@@ -646,8 +599,8 @@ fn kill_9_at_random_points_leaves_a_valid_database() {
             .unwrap();
         assert_eq!(ok, "ok", "round {round}");
     }
-    let out = Command::new(BIN)
-        .args(["--db", db.to_str().unwrap(), input.to_str().unwrap()])
+    let out = TOOL
+        .command(&["--db", db.to_str().unwrap(), input.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -668,18 +621,17 @@ fn sixteen_concurrent_writers_lose_nothing() {
     let children: Vec<_> = inputs
         .iter()
         .map(|p| {
-            Command::new(BIN)
-                .args([
-                    "--db",
-                    db.to_str().unwrap(),
-                    "--batch",
-                    "500",
-                    p.to_str().unwrap(),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+            TOOL.command(&[
+                "--db",
+                db.to_str().unwrap(),
+                "--batch",
+                "500",
+                p.to_str().unwrap(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
         })
         .collect();
     for c in children {
@@ -724,17 +676,15 @@ fn a_line_over_16_mib_is_rejected_and_the_next_lines_are_read() {
 
 /// Runs the binary with stdin from `input`, stdout to `stdout` and stderr
 /// to `stderr` (`/dev/full` for a stream that cannot be written).
-fn run_to(args: &[&str], input: &Path, stdout: &str, stderr: &str) -> std::process::ExitStatus {
-    let file = |p: &str| std::fs::OpenOptions::new().write(true).open(p).unwrap();
-    Command::new(BIN)
-        .args(args)
-        .env("TZ", "UTC")
-        .env_remove("HPC_SIZER_DB")
-        .stdin(std::fs::File::open(input).unwrap())
-        .stdout(file(stdout))
-        .stderr(file(stderr))
-        .status()
-        .unwrap()
+fn run_to(args: &[&str], input: &Path, stdout: &str, stderr: &str) -> Option<i32> {
+    let mut cmd = TOOL.command(args);
+    cmd.env("TZ", "UTC").env_remove("HPC_SIZER_DB");
+    status_to(
+        &mut cmd,
+        std::fs::File::open(input).unwrap(),
+        stdout,
+        stderr,
+    )
 }
 
 #[test]
@@ -746,7 +696,7 @@ fn a_stderr_that_cannot_be_written_changes_no_exit_status() {
     std::fs::write(&bad, "JobID|State|Elapsed\n1|COMPLETED|00:01:00\n2|x\n").unwrap();
     let db = dir.path().join("h.db");
     let dbs = db.to_str().unwrap();
-    let code = |args: &[&str], input: &Path| run_to(args, input, "/dev/null", "/dev/full").code();
+    let code = |args: &[&str], input: &Path| run_to(args, input, "/dev/null", "/dev/full");
     assert_eq!(code(&["--ndjson"], &good), Some(0));
     assert_eq!(code(&["--db", dbs], &good), Some(0));
     assert_eq!(count(&db), (1, 1));
@@ -760,9 +710,9 @@ fn help_that_cannot_be_written_fails() {
     let empty = dir.path().join("empty");
     std::fs::write(&empty, "").unwrap();
     let st = run_to(&["--help"], &empty, "/dev/full", "/dev/null");
-    assert_eq!(st.code(), Some(1));
+    assert_eq!(st, Some(1));
     let st = run_to(&["--help"], &empty, "/dev/null", "/dev/null");
-    assert_eq!(st.code(), Some(0));
+    assert_eq!(st, Some(0));
 }
 
 #[test]

@@ -1,13 +1,13 @@
 //! hpc-merge through its binary: sh5util against sacct, skewed clocks and a
 //! truncated file, missing nodes, pass-through, bad input, a closed pipe.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
+use hpc_testkit::{num, records, status_to, Tool};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-merge");
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-merge"));
 const T0: f64 = 1_700_000_000.0;
 
 fn fixture(name: &str) -> PathBuf {
@@ -16,45 +16,11 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Runs the binary; returns (code, stdout, stderr).
-fn cli(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut sin = child.stdin.take().unwrap();
-    let data = stdin.to_owned();
-    let w = std::thread::spawn(move || {
-        let _ = sin.write_all(data.as_bytes());
-    });
-    let out = child.wait_with_output().unwrap();
-    w.join().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn records(out: &str) -> Vec<Value> {
-    out.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 fn job_summary(out: &str) -> Value {
     records(out)
         .into_iter()
         .find(|v| v["kind"] == "summary" && v.get("host").is_none())
         .expect("a job-wide summary")
-}
-
-fn f(v: &Value, k: &str) -> f64 {
-    v[k].as_f64()
-        .unwrap_or_else(|| panic!("{k} missing in {v}"))
 }
 
 /// The lines of one node's file: a meta, then `n` samples `dt` apart on a
@@ -86,7 +52,7 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
 
 #[test]
 fn sh5util_peak_equals_sacct_maxrss_of_step_17_0() {
-    let (code, out, err) = cli(
+    let (code, out, err) = TOOL.cli(
         &[
             "--from",
             "sh5util",
@@ -112,8 +78,8 @@ fn sh5util_peak_equals_sacct_maxrss_of_step_17_0() {
     assert_eq!(maxrss, "341216K");
     let kib: f64 = maxrss.trim_end_matches('K').parse().unwrap();
     let s = job_summary(&out);
-    assert!((f(&s, "peak_rss_mb") - kib / 1024.0).abs() < 1e-6, "{s}");
-    assert!((f(&s, "peak_rss_mb") - 333.2).abs() < 0.05);
+    assert!((num(&s, "peak_rss_mb") - kib / 1024.0).abs() < 1e-6, "{s}");
+    assert!((num(&s, "peak_rss_mb") - 333.2).abs() < 0.05);
     assert_eq!(s["job_id"], "17");
     // The series: one sample a second, with the job id and no host.
     let samples: Vec<Value> = records(&out)
@@ -128,7 +94,7 @@ fn sh5util_peak_equals_sacct_maxrss_of_step_17_0() {
 
 #[test]
 fn sh5util_without_a_step_sums_the_steps() {
-    let (code, out, _) = cli(
+    let (code, out, _) = TOOL.cli(
         &[
             "--from",
             "sh5util",
@@ -139,7 +105,7 @@ fn sh5util_without_a_step_sums_the_steps() {
     assert_eq!(code, 0);
     let s = job_summary(&out);
     assert!(
-        (f(&s, "peak_rss_mb") - (341216.0 + 10920.0) / 1024.0).abs() < 1e-6,
+        (num(&s, "peak_rss_mb") - (341216.0 + 10920.0) / 1024.0).abs() < 1e-6,
         "{s}"
     );
 }
@@ -176,20 +142,20 @@ fn skewed_clocks_and_a_truncated_file_give_the_clean_summary() {
         }
         write(&skew_dir, &format!("{host}.ndjson"), &text);
     }
-    let (code, clean, err) = cli(&[clean_dir.to_str().unwrap()], "");
+    let (code, clean, err) = TOOL.cli(&[clean_dir.to_str().unwrap()], "");
     assert_eq!(code, 0, "{err}");
-    let (code, skewed, err) = cli(&[skew_dir.to_str().unwrap()], "");
+    let (code, skewed, err) = TOOL.cli(&[skew_dir.to_str().unwrap()], "");
     assert_eq!(code, 0, "a truncated last line is a warning: {err}");
     assert!(err.contains("truncated"), "{err}");
     let (a, b) = (job_summary(&clean), job_summary(&skewed));
     assert_eq!(a["nodes"], b["nodes"]);
-    assert_eq!(f(&a, "grid_s"), dt);
+    assert_eq!(num(&a, "grid_s"), dt);
     assert!(
-        (f(&a, "duration_s") - f(&b, "duration_s")).abs() <= dt,
+        (num(&a, "duration_s") - num(&b, "duration_s")).abs() <= dt,
         "{a}\n{b}"
     );
     let rel = |k: &str, tol: f64| {
-        let (x, y) = (f(&a, k), f(&b, k));
+        let (x, y) = (num(&a, k), num(&b, k));
         assert!(
             (x - y).abs() <= tol * x.abs().max(1e-9),
             "{k}: clean {x}, skewed {y}"
@@ -202,7 +168,7 @@ fn skewed_clocks_and_a_truncated_file_give_the_clean_summary() {
     rel("lustre_meta_ops", 0.02);
     // cpu_s: within one interval of the busiest node.
     assert!(
-        (f(&a, "cpu_s") - f(&b, "cpu_s")).abs() <= 6.3 * dt,
+        (num(&a, "cpu_s") - num(&b, "cpu_s")).abs() <= 6.3 * dt,
         "{a}\n{b}"
     );
     assert_eq!(a["cpu_s_source"], "cumulative");
@@ -243,36 +209,36 @@ fn missing_idle_and_imbalanced_nodes_are_reported() {
         "/x/42.series.ndjson.gz",
     ];
     args.extend(files.iter().map(String::as_str));
-    let (code, out, err) = cli(&args, "");
+    let (code, out, err) = TOOL.cli(&args, "");
     assert_eq!(code, 0, "{err}");
     let s = job_summary(&out);
     assert_eq!(s["missing_nodes"], serde_json::json!(["n4"]));
     assert_eq!(s["idle_nodes"], serde_json::json!(["n3"]));
     assert_eq!(s["series"], "/x/42.series.ndjson.gz");
     assert!(
-        (f(&s, "node_cpu_cv") - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-3,
+        (num(&s, "node_cpu_cv") - std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-3,
         "{s}"
     );
-    assert_eq!(f(&s, "req_cpus"), 24.0);
+    assert_eq!(num(&s, "req_cpus"), 24.0);
     // cpu_frac = busy cores / allocated CPUs.
     let sample = records(&out)
         .into_iter()
         .find(|v| v["kind"] == "sample")
         .unwrap();
     assert!(
-        (f(&sample, "cpu_frac") - 8.0 / 24.0).abs() < 1e-6,
+        (num(&sample, "cpu_frac") - 8.0 / 24.0).abs() < 1e-6,
         "{sample}"
     );
     assert_eq!(s["cpu_s_source"], "integral");
     // Without names, the metas' nnodes (3) or --expect-nodes count them.
     let mut args = vec!["--expect-nodes", "4"];
     args.extend(files.iter().map(String::as_str));
-    let (_, out, _) = cli(&args, "");
+    let (_, out, _) = TOOL.cli(&args, "");
     assert_eq!(
         job_summary(&out)["missing_nodes"],
         serde_json::json!(["unknown-1"])
     );
-    let (_, out, _) = cli(
+    let (_, out, _) = TOOL.cli(
         &files[..2].iter().map(String::as_str).collect::<Vec<_>>(),
         "",
     );
@@ -295,7 +261,7 @@ fn a_gap_longer_than_max_gap_is_not_bridged() {
         .collect();
     let fa = write(dir.path(), "a.ndjson", &(a.join("\n") + "\n"));
     let fb = write(dir.path(), "b.ndjson", &(b.join("\n") + "\n"));
-    let (code, out, err) = cli(&[&fa, &fb], "");
+    let (code, out, err) = TOOL.cli(&[&fa, &fb], "");
     assert_eq!(code, 0, "{err}");
     let at = |t: f64| {
         records(&out)
@@ -305,11 +271,11 @@ fn a_gap_longer_than_max_gap_is_not_bridged() {
     };
     // Mid-gap only node a counts; just after the gap starts, b is held.
     assert!(
-        (f(&at(T0 + 50.0), "cpu_cores") - 1.1).abs() < 0.25,
+        (num(&at(T0 + 50.0), "cpu_cores") - 1.1).abs() < 0.25,
         "{}",
         at(T0 + 50.0)
     );
-    assert!(f(&at(T0 + 31.0), "cpu_cores") > 1.9);
+    assert!(num(&at(T0 + 31.0), "cpu_cores") > 1.9);
 }
 
 #[test]
@@ -317,7 +283,7 @@ fn job_records_and_other_kinds_pass_through() {
     let job = r#"{"kind":"job","cluster":"c","job_id":"42","job_id_raw":"42","state":"COMPLETED","is_final":true}"#;
     let mut lines = node_lines("n1", 0.0, 10, 1.0, 1.0, 10.0);
     lines.insert(1, job.to_string());
-    let (code, out, err) = cli(&["-"], &(lines.join("\n") + "\n"));
+    let (code, out, err) = TOOL.cli(&["-"], &(lines.join("\n") + "\n"));
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.lines().next().unwrap(), job);
     assert!(!out.contains("\"kind\":\"meta\""), "metas are consumed");
@@ -330,7 +296,7 @@ fn malformed_lines_are_reported_with_file_and_line() {
     lines.insert(2, "{not json".into());
     lines.insert(4, r#"{"kind":"sample","rss_mb":1}"#.into());
     let p = write(dir.path(), "n1.ndjson", &(lines.join("\n") + "\n"));
-    let (code, out, err) = cli(&[&p], "");
+    let (code, out, err) = TOOL.cli(&[&p], "");
     assert_eq!(code, 1);
     assert!(err.contains("n1.ndjson: line 3: not a record"), "{err}");
     assert!(err.contains("n1.ndjson: line 5: sample without t"), "{err}");
@@ -343,27 +309,27 @@ fn malformed_lines_are_reported_with_file_and_line() {
 
 #[test]
 fn empty_input_gives_no_output() {
-    let (code, out, err) = cli(&[], "");
+    let (code, out, err) = TOOL.cli(&[], "");
     assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
 }
 
 #[test]
 fn bad_options_are_usage_errors() {
-    assert_eq!(cli(&["--grid", "0"], "").0, 2);
-    assert_eq!(cli(&["--from", "xml"], "").0, 2);
-    assert_eq!(cli(&["--step", "0"], "").0, 2);
-    assert_eq!(cli(&["--nope"], "").0, 2);
+    assert_eq!(TOOL.cli(&["--grid", "0"], "").0, 2);
+    assert_eq!(TOOL.cli(&["--from", "xml"], "").0, 2);
+    assert_eq!(TOOL.cli(&["--step", "0"], "").0, 2);
+    assert_eq!(TOOL.cli(&["--nope"], "").0, 2);
 }
 
 #[test]
 fn a_fixed_grid_puts_samples_on_its_multiples() {
     let lines = node_lines("n1", 0.0, 100, 1.0, 1.0, 10.0);
-    let (code, out, _) = cli(&["--grid", "10"], &(lines.join("\n") + "\n"));
+    let (code, out, _) = TOOL.cli(&["--grid", "10"], &(lines.join("\n") + "\n"));
     assert_eq!(code, 0);
     let ts: Vec<f64> = records(&out)
         .into_iter()
         .filter(|v| v["kind"] == "sample")
-        .map(|v| f(&v, "t"))
+        .map(|v| num(&v, "t"))
         .collect();
     assert_eq!(ts.len(), 11);
     assert!(ts.iter().all(|t| t % 10.0 == 0.0));
@@ -371,32 +337,15 @@ fn a_fixed_grid_puts_samples_on_its_multiples() {
 
 #[test]
 fn help_lists_the_options() {
-    let (code, out, _) = cli(&["--help"], "");
+    let (code, out, _) = TOOL.cli(&["--help"], "");
     assert_eq!(code, 0);
     assert!(out.contains("--grid") && out.contains("--max-gap"), "{out}");
 }
 
 #[test]
 fn every_long_flag_in_help_is_in_the_man_page() {
-    let (_, help, _) = cli(&["--help"], "");
-    let man = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../man/hpc-merge.1"
-    ))
-    .unwrap()
-    .replace("\\-", "-");
-    let mut n = 0;
-    for word in help.split_whitespace() {
-        let w = word.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-');
-        if w.starts_with("--") && w.len() > 2 {
-            n += 1;
-            assert!(
-                man.contains(w) || man.contains(&format!("Fl -{}", &w[2..])),
-                "{w} is not in man/hpc-merge.1"
-            );
-        }
-    }
-    assert!(n >= 10);
+    let (_, help, _) = TOOL.cli(&["--help"], "");
+    assert!(TOOL.assert_help_in_man(&help).len() >= 10);
 }
 
 #[test]
@@ -404,26 +353,8 @@ fn a_closed_pipe_is_not_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let lines = node_lines("n1", 0.0, 60_000, 1.0, 1.0, 10.0);
     let p = write(dir.path(), "n1.ndjson", &(lines.join("\n") + "\n"));
-    let mut child = Command::new(BIN)
-        .arg(&p)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
+    let first = TOOL.closed_pipe(&[p.as_str()], drop);
     assert!(first.starts_with("{\"kind\":\"sample\""));
-    drop(stdout);
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(0), "{err}");
-    assert_eq!(err, "");
 }
 
 /// One node's file as text: [`node_lines`] with `job` for the job id.
@@ -443,7 +374,7 @@ fn files_of_two_jobs_are_refused_and_job_picks_one() {
     let b = write(dir.path(), "b.ndjson", &node_file("n2", "42", 20));
     let c = write(dir.path(), "c.ndjson", &node_file("n3", "43", 20));
     for threads in ["1", "4"] {
-        let (code, out, err) = cli(&["--threads", threads, &a, &c, &b], "");
+        let (code, out, err) = TOOL.cli(&["--threads", threads, &a, &c, &b], "");
         assert_eq!(code, 1, "{err}");
         assert_eq!(out, "", "nothing is written");
         assert!(
@@ -454,7 +385,7 @@ fn files_of_two_jobs_are_refused_and_job_picks_one() {
         assert!(err.contains("--job"), "{err}");
     }
     // --job picks one: the other job's records are skipped with a note.
-    let (code, out, err) = cli(&["--job", "42", &a, &c, &b], "");
+    let (code, out, err) = TOOL.cli(&["--job", "42", &a, &c, &b], "");
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains(
@@ -465,13 +396,13 @@ fn files_of_two_jobs_are_refused_and_job_picks_one() {
     let s = job_summary(&out);
     assert_eq!(s["nodes"], serde_json::json!(["n1", "n2"]));
     assert_eq!(s["job_id"], "42");
-    assert_eq!(f(&s, "req_cpus"), 16.0, "n3's meta is not counted: {s}");
+    assert_eq!(num(&s, "req_cpus"), 16.0, "n3's meta is not counted: {s}");
     // Within one file: the line that names the second job.
     let mut mixed = node_file("n1", "42", 5);
     mixed.push_str(node_file("n1", "44", 5).lines().nth(3).unwrap());
     mixed.push('\n');
     let m = write(dir.path(), "m.ndjson", &mixed);
-    let (code, out, err) = cli(&[&m], "");
+    let (code, out, err) = TOOL.cli(&[&m], "");
     assert_eq!((code, out.as_str()), (1, ""), "{err}");
     assert!(
         err.contains("m.ndjson: line 7: job 44, but line 1 is job 42"),
@@ -486,7 +417,7 @@ fn the_same_host_given_twice_is_merged_once() {
     let a = write(dir.path(), "a.ndjson", &text);
     let copy = write(dir.path(), "copy.ndjson", &text);
     let other = write(dir.path(), "b.ndjson", &node_file("n2", "42", 50));
-    let (code, once, err) = cli(&[&a, &other], "");
+    let (code, once, err) = TOOL.cli(&[&a, &other], "");
     assert_eq!(code, 0, "{err}");
     let once = job_summary(&once);
     for args in [
@@ -494,7 +425,7 @@ fn the_same_host_given_twice_is_merged_once() {
         vec![a.as_str(), other.as_str(), copy.as_str()],
         vec!["--threads", "1", a.as_str(), copy.as_str(), other.as_str()],
     ] {
-        let (code, out, err) = cli(&args, "");
+        let (code, out, err) = TOOL.cli(&args, "");
         assert_eq!(code, 0, "{err}");
         assert!(
             err.contains("host n1 was already read from") && err.contains("merged once"),
@@ -508,7 +439,7 @@ fn the_same_host_given_twice_is_merged_once() {
             "mean_cpu_cores",
             "req_cpus",
         ] {
-            assert_eq!(f(&s, k), f(&once, k), "{k}: {s}");
+            assert_eq!(num(&s, k), num(&once, k), "{k}: {s}");
         }
         assert_eq!(s["nodes"], serde_json::json!(["n1", "n2"]));
         let per_node = records(&out)
@@ -523,7 +454,7 @@ fn the_same_host_given_twice_is_merged_once() {
 fn a_bogus_first_sample_is_skipped_and_the_rest_merges() {
     let dir = tempfile::tempdir().unwrap();
     let clean = node_file("n1", "42", 100);
-    let (code, want, err) = cli(&["-"], &clean);
+    let (code, want, err) = TOOL.cli(&["-"], &clean);
     assert_eq!(code, 0, "{err}");
     let want = job_summary(&want);
     let lines: Vec<String> = clean.lines().map(str::to_owned).collect();
@@ -536,7 +467,7 @@ fn a_bogus_first_sample_is_skipped_and_the_rest_merges() {
         let without_meta = with_meta[1..].to_vec();
         for (text, line) in [(with_meta, 2), (without_meta, 1)] {
             let p = write(dir.path(), "n1.ndjson", &(text.join("\n") + "\n"));
-            let (code, out, err) = cli(&[&p], "");
+            let (code, out, err) = TOOL.cli(&[&p], "");
             assert_eq!(code, 1, "{err}");
             assert!(
                 err.contains(&format!(
@@ -556,7 +487,7 @@ fn a_bogus_first_sample_is_skipped_and_the_rest_merges() {
                 "cpu_s",
                 "samples",
             ] {
-                assert_eq!(f(&s, k), f(&want, k), "{k}: {s}");
+                assert_eq!(num(&s, k), num(&want, k), "{k}: {s}");
             }
         }
     }
@@ -572,7 +503,7 @@ fn sizes_from_flags_and_data_are_bounded() {
         vec!["--expect-nodes", "999999999"],
         vec!["--job", ""],
     ] {
-        let (code, out, err) = cli(&[args.clone(), vec![p.as_str()]].concat(), "");
+        let (code, out, err) = TOOL.cli(&[args.clone(), vec![p.as_str()]].concat(), "");
         assert_eq!((code, out.as_str()), (2, ""), "{args:?}: {err}");
         assert!(err.contains(args[0]), "{err}");
     }
@@ -580,7 +511,7 @@ fn sizes_from_flags_and_data_are_bounded() {
     // samples still merge, no million "unknown" nodes.
     let text = node_file("n1", "42", 10).replacen("\"nnodes\":3", "\"nnodes\":3000000", 1);
     let big = write(dir.path(), "big.ndjson", &text);
-    let (code, out, err) = cli(&[&big], "");
+    let (code, out, err) = TOOL.cli(&[&big], "");
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("big.ndjson: line 1: bad meta: nnodes 3000000 is more than the 200000 nodes"),
@@ -592,7 +523,7 @@ fn sizes_from_flags_and_data_are_bounded() {
     // The finest grid over a long run: a sample past the bound in bins
     // (5356800, here 6000 s at 1 ms) is refused, with the way out.
     let long = node_lines("n1", 0.0, 2, 6000.0, 1.0, 10.0).join("\n") + "\n";
-    let (code, out, err) = cli(&["--grid", "0.001"], &long);
+    let (code, out, err) = TOOL.cli(&["--grid", "0.001"], &long);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("coarser --grid"), "{err}");
     assert!(job_summary(&out)["peak_rss_mb"].is_number());
@@ -621,16 +552,16 @@ fn an_endless_line_is_skipped_in_bounded_memory() {
         ),
     );
     let p = write(dir.path(), "n1.ndjson", &lines.join("\n"));
-    let (code, out, err) = cli(&[&p], "");
+    let (code, out, err) = TOOL.cli(&[&p], "");
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("n1.ndjson: line 6: longer than 16 MiB: skipped"),
         "{err}"
     );
-    assert_eq!(f(&job_summary(&out), "samples"), 10.0, "{out}");
+    assert_eq!(num(&job_summary(&out), "samples"), 10.0, "{out}");
     // An endless line: memory stays bounded while it is read.
-    let mut child = Command::new(BIN)
-        .arg("/dev/zero")
+    let mut child = TOOL
+        .command(&["/dev/zero"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -660,14 +591,14 @@ fn file_names_are_escaped_and_a_full_stderr_does_not_panic() {
         "bad\nname\x1b[31m.ndjson",
         &(lines.join("\n") + "\n"),
     );
-    let (code, _, err) = cli(&[&p], "");
+    let (code, _, err) = TOOL.cli(&[&p], "");
     assert_eq!(code, 1);
     assert!(
         err.contains("bad\\nname\\u{1b}[31m.ndjson: line 3: not a record"),
         "{err}"
     );
     assert!(!err.contains('\x1b'), "{err}");
-    let (code, _, err) = cli(&[dir.path().join("no\nsuch").to_str().unwrap()], "");
+    let (code, _, err) = TOOL.cli(&[dir.path().join("no\nsuch").to_str().unwrap()], "");
     assert_eq!(code, 1);
     assert!(
         err.contains("cannot open ") && err.contains("no\\nsuch"),
@@ -675,21 +606,13 @@ fn file_names_are_escaped_and_a_full_stderr_does_not_panic() {
     );
     // With stderr on a full device: rejects, warnings and errors still
     // give their exit codes, never a panic (101).
-    let full = || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .unwrap()
-    };
     let c = |args: &[&str]| {
-        Command::new(BIN)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(full())
-            .status()
-            .unwrap()
-            .code()
+        status_to(
+            &mut TOOL.command(args),
+            Stdio::null(),
+            "/dev/null",
+            "/dev/full",
+        )
     };
     assert_eq!(c(&[&p, &p]), Some(1));
     assert_eq!(c(&["/nonexistent/x.ndjson"]), Some(1));

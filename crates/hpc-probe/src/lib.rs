@@ -317,24 +317,7 @@ pub fn changed(a: &hpc_core::record::Sample, b: &hpc_core::record::Sample) -> bo
 /// [`command`]).
 pub fn run(opts: &Opts) -> Result<u8> {
     let waker = Waker::install(matches!(opts.target, Target::Command(_)))?;
-    // A command is started only once its output is open (and locked).
-    let mut out = None;
-    let mut child = None;
-    let watch = match &opts.target {
-        Target::Command(argv) => {
-            out = Some(Output::open(opts.out.as_deref())?);
-            let c = command::RunningCommand::start(argv)?;
-            let w = Watch::Pid(c.pid());
-            child = Some(c);
-            w
-        }
-        Target::Pid(p) => Watch::Pid(*p),
-        Target::Job(id) => Watch::Job {
-            id: id.clone(),
-            cgroup: cgroup::find_slurm_job_cgroup(&opts.sys_root, id)
-                .or_else(|| find_cgroup_via_proc(&opts.proc_root, &opts.sys_root, id)),
-        },
-    };
+    let (watch, out, mut child) = start_target(opts)?;
     let node = node::NodeSources::discover(&opts.proc_root, &opts.sys_root);
     let perf_state = if opts.no_perf {
         Err("disabled (--no-perf)".to_string())
@@ -365,25 +348,51 @@ pub fn run(opts: &Opts) -> Result<u8> {
         None => Output::open(opts.out.as_deref())?,
     };
     out.record("meta", &meta)?;
+    sample_until_done(opts, &waker, &mut sampler, &mut out, child.as_mut())
+}
 
+/// What to watch. A command is started only once its output is open (and
+/// locked): for a command the output and the running command come back
+/// too.
+fn start_target(opts: &Opts) -> Result<(Watch, Option<Output>, Option<command::RunningCommand>)> {
+    Ok(match &opts.target {
+        Target::Command(argv) => {
+            let out = Output::open(opts.out.as_deref())?;
+            let c = command::RunningCommand::start(argv)?;
+            (Watch::Pid(c.pid()), Some(out), Some(c))
+        }
+        Target::Pid(p) => (Watch::Pid(*p), None, None),
+        Target::Job(id) => {
+            let cgroup = cgroup::find_slurm_job_cgroup(&opts.sys_root, id)
+                .or_else(|| find_cgroup_via_proc(&opts.proc_root, &opts.sys_root, id));
+            let watch = Watch::Job {
+                id: id.clone(),
+                cgroup,
+            };
+            (watch, None, None)
+        }
+    })
+}
+
+/// The sampling loop: one sample a round until the command exits, a
+/// signal stops the probe, the watched processes are gone or `--samples`
+/// are written; the interval relaxes while the samples stay alike.
+fn sample_until_done(
+    opts: &Opts,
+    waker: &Waker,
+    sampler: &mut Sampler,
+    out: &mut Output,
+    mut child: Option<&mut command::RunningCommand>,
+) -> Result<u8> {
     let t0 = Instant::now();
     let mut interval = opts.interval;
     let mut last: Option<hpc_core::record::Sample> = None;
     let mut count: u64 = 0;
     loop {
-        let mut exited = None;
-        if let Some(c) = child.as_mut() {
-            if let Some(st) = c.try_wait()? {
-                exited = Some(exit_status_code(st));
-                if let Ok(ru) =
-                    nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-                {
-                    let tv =
-                        |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-                    sampler.root_reaped(tv(ru.user_time()), tv(ru.system_time()));
-                }
-            }
-        }
+        let exited = match child.as_deref_mut() {
+            Some(c) => reap(c, sampler)?,
+            None => None,
+        };
         let cg = sampler.cgroup_counters();
         let s = sampler.sample(now_unix(), t0.elapsed().as_secs_f64(), cg);
         out.record("sample", &s)?;
@@ -393,7 +402,7 @@ pub fn run(opts: &Opts) -> Result<u8> {
         }
         if waker.stopped() {
             // The command, when there is one, stops with the probe.
-            if let Some(c) = child.as_mut() {
+            if let Some(c) = child.as_deref_mut() {
                 c.stop();
             }
             return Ok(0);
@@ -409,6 +418,19 @@ pub fn run(opts: &Opts) -> Result<u8> {
         last = Some(s);
         waker.sleep(Duration::from_secs_f64(interval));
     }
+}
+
+/// When the command has exited: its exit status, after handing its whole
+/// CPU use (`getrusage(RUSAGE_CHILDREN)`) to the sampler.
+fn reap(c: &mut command::RunningCommand, sampler: &mut Sampler) -> Result<Option<u8>> {
+    let Some(st) = c.try_wait()? else {
+        return Ok(None);
+    };
+    if let Ok(ru) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN) {
+        let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        sampler.root_reaped(tv(ru.user_time()), tv(ru.system_time()));
+    }
+    Ok(Some(exit_status_code(st)))
 }
 
 /// Waits for the pid or job to have a process: at once for a pid, within

@@ -255,47 +255,11 @@ impl Sampler {
     }
 
     /// Finds the pids that belong to the watched set this round and tracks
-    /// each one (stat read included). Returns the keys seen.
+    /// each one (stat read included).
     fn collect(&mut self) {
         self.accepted.clear();
         match self.cfg.watch.clone() {
-            Watch::Pid(root) => {
-                let mut frontier: Vec<u32> = vec![root];
-                frontier.extend(self.procs.keys().map(|k| k.0));
-                let initial = frontier.len();
-                let mut visited: HashSet<u32> = HashSet::with_capacity(frontier.len() * 2);
-                let mut i = 0;
-                while i < frontier.len() {
-                    let pid = frontier[i];
-                    let via_child = i >= initial;
-                    i += 1;
-                    if !visited.insert(pid) || pid == self.cfg.self_pid {
-                        continue;
-                    }
-                    let Some(st) = self.read_stat(pid) else {
-                        continue;
-                    };
-                    let key = (pid, st.starttime);
-                    let ok = if pid == root {
-                        match self.root_start {
-                            None => {
-                                self.root_start = Some(st.starttime);
-                                true
-                            }
-                            Some(s) => s == st.starttime,
-                        }
-                    } else {
-                        self.procs.contains_key(&key)
-                            || via_child
-                            || self.accepted.contains(&st.ppid)
-                    };
-                    if !ok {
-                        continue;
-                    }
-                    self.track(key, &st);
-                    self.children_of(pid, st.threads, &mut frontier);
-                }
-            }
+            Watch::Pid(root) => self.collect_tree(root),
             Watch::Job { id, cgroup } => {
                 let mut pids = std::mem::take(&mut self.pids);
                 pids.clear();
@@ -317,34 +281,79 @@ impl Sampler {
                         }
                     }
                 } else if cgroup.is_none() {
-                    list_proc_pids(&self.cfg.proc_root, &mut pids);
-                    for &pid in &pids {
-                        if pid == self.cfg.self_pid {
-                            continue;
-                        }
-                        let Some(st) = self.read_stat(pid) else {
-                            continue;
-                        };
-                        let key = (pid, st.starttime);
-                        let known = match self.environ_seen.get(&key) {
-                            Some(&b) => b,
-                            None => {
-                                let b = self.read_proc(pid, "environ")
-                                    && parse::environ_has_job(&self.buf, &id);
-                                self.environ_seen.insert(key, b);
-                                b
-                            }
-                        };
-                        if known {
-                            self.track(key, &st);
-                        }
-                    }
-                    self.environ_seen
-                        .retain(|k, _| pids.binary_search(&k.0).is_ok());
+                    self.collect_by_environ(&id, &mut pids);
                 }
                 self.pids = pids;
             }
         }
+    }
+
+    /// Tracks `root` and its descendants: the known processes are looked
+    /// at again (a reparented one stays watched), the children found
+    /// through each thread's `children` file. A pid whose start time
+    /// changed is another process.
+    fn collect_tree(&mut self, root: u32) {
+        let mut frontier: Vec<u32> = vec![root];
+        frontier.extend(self.procs.keys().map(|k| k.0));
+        let initial = frontier.len();
+        let mut visited: HashSet<u32> = HashSet::with_capacity(frontier.len() * 2);
+        let mut i = 0;
+        while i < frontier.len() {
+            let pid = frontier[i];
+            let via_child = i >= initial;
+            i += 1;
+            if !visited.insert(pid) || pid == self.cfg.self_pid {
+                continue;
+            }
+            let Some(st) = self.read_stat(pid) else {
+                continue;
+            };
+            let key = (pid, st.starttime);
+            let ok = if pid == root {
+                match self.root_start {
+                    None => {
+                        self.root_start = Some(st.starttime);
+                        true
+                    }
+                    Some(s) => s == st.starttime,
+                }
+            } else {
+                self.procs.contains_key(&key) || via_child || self.accepted.contains(&st.ppid)
+            };
+            if !ok {
+                continue;
+            }
+            self.track(key, &st);
+            self.children_of(pid, st.threads, &mut frontier);
+        }
+    }
+
+    /// A job without a cgroup: tracks every process under the /proc root
+    /// whose environment holds `SLURM_JOB_ID=<id>` (read once per process).
+    fn collect_by_environ(&mut self, id: &str, pids: &mut Vec<u32>) {
+        list_proc_pids(&self.cfg.proc_root, pids);
+        for &pid in pids.iter() {
+            if pid == self.cfg.self_pid {
+                continue;
+            }
+            let Some(st) = self.read_stat(pid) else {
+                continue;
+            };
+            let key = (pid, st.starttime);
+            let known = match self.environ_seen.get(&key) {
+                Some(&b) => b,
+                None => {
+                    let b = self.read_proc(pid, "environ") && parse::environ_has_job(&self.buf, id);
+                    self.environ_seen.insert(key, b);
+                    b
+                }
+            };
+            if known {
+                self.track(key, &st);
+            }
+        }
+        self.environ_seen
+            .retain(|k, _| pids.binary_search(&k.0).is_ok());
     }
 
     fn children_of(&mut self, pid: u32, threads: u32, frontier: &mut Vec<u32>) {
@@ -373,64 +382,17 @@ impl Sampler {
         }
     }
 
+    /// Updates (or starts) the record of one watched process from its
+    /// `stat` and, as due, its `status`, `io` and `smaps_rollup`.
     fn track(&mut self, key: (u32, u64), st: &parse::Stat) {
         let gen = self.gen;
         self.accepted.insert(key.0);
         let new = !self.procs.contains_key(&key);
         if new {
-            let perf = if self.cfg.perf && !self.perf_failed && self.procs.len() < PERF_MAX_PROCS {
-                PerfSet::open(key.0 as i32).ok()
-            } else {
-                None
-            };
-            self.procs.insert(
-                key,
-                Tracked {
-                    ppid: st.ppid,
-                    user: 0,
-                    sys: 0,
-                    rss_pages: 0,
-                    threads: 0,
-                    hwm_kb: 0,
-                    swap_kb: 0,
-                    status_gen: 0,
-                    io: None,
-                    pss_kb: None,
-                    seen: gen,
-                    perf,
-                    perf_last: PerfValues::default(),
-                },
-            );
+            self.start_tracking(key, st);
         }
-        // `status` is read for VmHWM and VmSwap: not at all when the cgroup
-        // gives both, else for new processes, every STATUS_EVERY samples,
-        // and (without a cgroup peak) when RSS passes the known peak.
-        let need_status = !(self.cg_peak && self.cg_swap) && {
-            let t = &self.procs[&key];
-            let rss_kb = st.rss_pages.saturating_mul(self.cfg.page_size) / 1024;
-            new || (!self.cg_peak && rss_kb > t.hwm_kb) || gen >= t.status_gen + STATUS_EVERY
-        };
-        let status = if need_status && !st.zombie && self.read_proc(key.0, "status") {
-            Some(parse::parse_status(&self.buf))
-        } else {
-            None
-        };
-        self.set_path(key.0, "io");
-        let io_read = read_file(std::path::Path::new(&self.path), &mut self.buf);
-        let io = if io_read.is_ok() {
-            parse::parse_io(&self.buf)
-        } else {
-            if !self.io_denied_said
-                && io_read.is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
-            {
-                self.io_denied_said = true;
-                hpc_core::note!(
-                    "hpc-probe: cannot read {}: permission denied; disk fields cover only readable processes",
-                    self.path
-                );
-            }
-            None
-        };
+        let status = self.read_status_if_due(key, st, new);
+        let io = self.read_io(key.0);
         let pss = if self.cfg.pss && !st.zombie && self.read_proc(key.0, "smaps_rollup") {
             parse::parse_smaps_pss(&self.buf)
         } else {
@@ -461,6 +423,74 @@ impl Sampler {
             });
         }
         t.pss_kb = pss;
+    }
+
+    /// A new process: an empty record, with hardware counters opened on it
+    /// while there are few enough.
+    fn start_tracking(&mut self, key: (u32, u64), st: &parse::Stat) {
+        let perf = if self.cfg.perf && !self.perf_failed && self.procs.len() < PERF_MAX_PROCS {
+            PerfSet::open(key.0 as i32).ok()
+        } else {
+            None
+        };
+        self.procs.insert(
+            key,
+            Tracked {
+                ppid: st.ppid,
+                user: 0,
+                sys: 0,
+                rss_pages: 0,
+                threads: 0,
+                hwm_kb: 0,
+                swap_kb: 0,
+                status_gen: 0,
+                io: None,
+                pss_kb: None,
+                seen: self.gen,
+                perf,
+                perf_last: PerfValues::default(),
+            },
+        );
+    }
+
+    /// `status` is read for VmHWM and VmSwap: not at all when the cgroup
+    /// gives both, else for new processes, every STATUS_EVERY samples,
+    /// and (without a cgroup peak) when RSS passes the known peak.
+    fn read_status_if_due(
+        &mut self,
+        key: (u32, u64),
+        st: &parse::Stat,
+        new: bool,
+    ) -> Option<parse::Status> {
+        let need_status = !(self.cg_peak && self.cg_swap) && {
+            let t = &self.procs[&key];
+            let rss_kb = st.rss_pages.saturating_mul(self.cfg.page_size) / 1024;
+            new || (!self.cg_peak && rss_kb > t.hwm_kb) || self.gen >= t.status_gen + STATUS_EVERY
+        };
+        if need_status && !st.zombie && self.read_proc(key.0, "status") {
+            Some(parse::parse_status(&self.buf))
+        } else {
+            None
+        }
+    }
+
+    /// The process's `io`; a permission error is said once per run.
+    fn read_io(&mut self, pid: u32) -> Option<Io> {
+        self.set_path(pid, "io");
+        let io_read = read_file(std::path::Path::new(&self.path), &mut self.buf);
+        if io_read.is_ok() {
+            return parse::parse_io(&self.buf);
+        }
+        if !self.io_denied_said
+            && io_read.is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+        {
+            self.io_denied_said = true;
+            hpc_core::note!(
+                "hpc-probe: cannot read {}: permission denied; disk fields cover only readable processes",
+                self.path
+            );
+        }
+        None
     }
 
     /// Takes one sample at wall time `t` (Unix seconds) and monotonic time

@@ -3,14 +3,17 @@
 
 use std::fs;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use hpc_testkit::{first_line, num, records, show, status_to, Tool};
 use serde_json::Value;
 
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-probe"));
+
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hpc-probe"));
+    let mut c = TOOL.command(&[]);
     c.env_remove("SLURM_JOB_ID")
         .env_remove("SLURM_CPUS_ON_NODE");
     c
@@ -20,27 +23,8 @@ fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run hpc-probe")
 }
 
-fn show(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn records(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
-        .collect()
-}
-
 fn samples(recs: &[Value]) -> Vec<&Value> {
     recs.iter().filter(|r| r["kind"] == "sample").collect()
-}
-
-fn f(v: &Value, k: &str) -> f64 {
-    v[k].as_f64().unwrap_or_else(|| panic!("no {k} in {v}"))
 }
 
 /// CPU-heavy tests run one at a time, so one's load does not skew
@@ -82,35 +66,14 @@ fn read_all(c: &mut Child) -> (String, String) {
     (out, err)
 }
 
-fn man_page() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../man/hpc-probe.1")
-}
-
 #[test]
 fn help_lists_every_flag_and_the_man_page_documents_them() {
     let o = run(&["--help"]);
     assert!(o.status.success(), "{}", show(&o));
     let help = String::from_utf8(o.stdout).unwrap();
-    let source = fs::read_to_string(man_page()).expect("man/hpc-probe.1");
-    // mdoc source: `Fl \-max\-interval` renders as `--max-interval`.
-    let man = source.replace("\\-", "-");
-    let mut flags = 0;
-    for w in help.split(|c: char| c.is_whitespace() || c == '[' || c == ']' || c == ',') {
-        if let Some(name) = w.strip_prefix("--") {
-            let name: String = name
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
-                .collect();
-            if name.is_empty() {
-                continue;
-            }
-            flags += 1;
-            assert!(
-                man.contains(&format!("Fl -{name}")),
-                "--{name} is in --help but not in the man page"
-            );
-        }
-    }
+    let flags = TOOL.assert_help_in_man(&help).len();
+    // mdoc source: `.It Sy rss_mb` renders as `rss_mb`.
+    let man = TOOL.man_page().replace("\\-", "-");
     assert!(flags >= 12, "found {flags} flags in help");
     for sec in [
         "NAME",
@@ -208,8 +171,8 @@ fn memory_peak_of_a_300_mb_child() {
     assert!(o.status.success(), "{}", show(&o));
     let recs = records(&String::from_utf8(o.stdout).unwrap());
     let s = samples(&recs);
-    let peak = s.iter().map(|v| f(v, "hwm_mb")).fold(0.0, f64::max);
-    let rss = s.iter().map(|v| f(v, "rss_mb")).fold(0.0, f64::max);
+    let peak = s.iter().map(|v| num(v, "hwm_mb")).fold(0.0, f64::max);
+    let rss = s.iter().map(|v| num(v, "rss_mb")).fold(0.0, f64::max);
     assert!((300.0..=360.0).contains(&peak), "peak {peak} MiB");
     assert!(rss > 290.0 && rss <= peak + 0.01, "rss {rss}, peak {peak}");
 }
@@ -231,12 +194,12 @@ fn one_busy_core_for_three_seconds() {
     let recs = records(&String::from_utf8(o.stdout).unwrap());
     let s = samples(&recs);
     let last = s.last().unwrap();
-    let cpu = f(last, "cpu_user_s") + f(last, "cpu_sys_s");
+    let cpu = num(last, "cpu_user_s") + num(last, "cpu_sys_s");
     assert!((2.9..=3.6).contains(&cpu), "cpu seconds {cpu}");
     // Busy samples: every full interval between the first and the last.
     let mut busy: Vec<f64> = s[1..s.len() - 1]
         .iter()
-        .map(|v| f(v, "cpu_cores"))
+        .map(|v| num(v, "cpu_cores"))
         .collect();
     assert!(busy.len() >= 3, "{} busy samples", busy.len());
     busy.sort_by(f64::total_cmp);
@@ -308,7 +271,7 @@ fn two_hundred_short_children_lose_no_cpu_time() {
     assert!(children >= 1.5, "200 x 10 ms: {children}");
     let recs = records(&out);
     let last = *samples(&recs).last().unwrap();
-    let cpu = f(last, "cpu_user_s") + f(last, "cpu_sys_s");
+    let cpu = num(last, "cpu_user_s") + num(last, "cpu_sys_s");
     // The probe sees the parent's own time too (python start-up, forks).
     assert!(
         cpu >= children * 0.97 - 0.02 && cpu <= children + 1.5,
@@ -363,9 +326,9 @@ fn churn_gives_samples_without_errors_or_gaps() {
     assert!(s.len() as u64 >= secs, "{} samples in {secs} s", s.len());
     let mut prev_cpu = 0.0;
     for w in s.windows(2) {
-        let gap = f(w[1], "t") - f(w[0], "t");
+        let gap = num(w[1], "t") - num(w[0], "t");
         assert!(gap <= 0.6 + 0.5, "gap of {gap} s");
-        let cpu = f(w[1], "cpu_user_s") + f(w[1], "cpu_sys_s");
+        let cpu = num(w[1], "cpu_user_s") + num(w[1], "cpu_sys_s");
         assert!(cpu + 1e-9 >= prev_cpu, "cumulative CPU went back");
         prev_cpu = cpu;
     }
@@ -526,7 +489,7 @@ fn job_mode_on_a_fixture_cgroup_tree() {
     assert_eq!(s.len(), 2);
     assert_eq!(s[0]["procs"], 1);
     assert_eq!(s[0]["job_id"], "42");
-    assert!((f(s[0], "swap_mb") - 0.0).abs() < 1e9);
+    assert!((num(s[0], "swap_mb") - 0.0).abs() < 1e9);
     // The cgroup goes away while the probe runs: it stops by itself.
     let mut probe = bin()
         .args([
@@ -800,14 +763,8 @@ fn the_command_dies_when_the_reader_goes_away() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut so = probe.stdout.take().unwrap();
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    while so.read(&mut b).unwrap() == 1 && b[0] != b'\n' {
-        line.push(b[0]);
-    }
-    drop(so);
-    let meta: Value = serde_json::from_slice(&line).unwrap();
+    let line = first_line(&mut probe);
+    let meta: Value = serde_json::from_str(&line).unwrap();
     let pid = meta["pid"].as_u64().unwrap() as u32;
     let st = wait_for(&mut probe, 10);
     assert_eq!(st.code(), Some(0), "a closed pipe is not an error");
@@ -946,25 +903,14 @@ fn a_job_whose_processes_are_gone_ends_with_0() {
 
 #[test]
 fn a_full_stderr_never_panics() {
-    let full = || {
-        fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .unwrap()
-    };
     for (args, code) in [
         (vec!["--pid", "2147483646"], 1),
         (vec!["--bogus"], 2),
         (vec!["--", "/nonexistent/cmd"], 1),
         (vec!["--job", "987654321", "--interval", "0.05"], 1),
     ] {
-        let o = bin()
-            .args(&args)
-            .stdin(Stdio::null())
-            .stderr(full())
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", show(&o));
+        let st = status_to(bin().args(&args), Stdio::null(), "/dev/null", "/dev/full");
+        assert_eq!(st, Some(code), "{args:?}");
     }
 }
 

@@ -1,27 +1,14 @@
 //! hpc-store end to end on real SQLite files.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-store");
+use hpc_testkit::{feed, text, Tool};
+
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-store"));
 
 fn store(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    feed(TOOL.command(&[]).arg("--db").arg(db).args(args), stdin)
 }
 
 const JOBS: &str = r#"{"kind":"job","cluster":"c","job_id":"1","job_id_raw":"1","user":"alice","partition":"cpu","state":"COMPLETED","submit":"2026-01-01T00:00:00Z","start":"2026-01-01T00:01:00Z","end":"2026-01-01T01:00:00Z","elapsed_s":3540.0,"alloc_cpus":4,"max_rss_mb":100.0,"is_final":true}
@@ -173,10 +160,6 @@ fn status_without_a_database_says_so() {
 
 #[test]
 fn help_matches_the_man_page() {
-    let man = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../man/hpc-store.1"),
-    )
-    .unwrap();
     let mut n = 0;
     for sub in [
         &[][..],
@@ -188,26 +171,7 @@ fn help_matches_the_man_page() {
         &["history"][..],
         &["export"][..],
     ] {
-        let out = Command::new(BIN).args(sub).arg("--help").output().unwrap();
-        assert!(out.status.success());
-        for line in text(&out.stdout)
-            .lines()
-            .filter(|l| l.trim_start().starts_with("--"))
-        {
-            let flag = line
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .trim_end_matches(',');
-            if flag == "--help" {
-                continue;
-            }
-            n += 1;
-            assert!(
-                man.contains(&flag.replace('-', "\\-")),
-                "man page lacks {flag}"
-            );
-        }
+        n += TOOL.assert_help_in_man(&TOOL.help(sub)).len();
     }
     assert!(n >= 8);
 }
@@ -215,8 +179,7 @@ fn help_matches_the_man_page() {
 #[test]
 fn every_reading_command_takes_the_five_job_filters() {
     for sub in ["dump", "report", "flags", "history", "export"] {
-        let out = Command::new(BIN).args([sub, "--help"]).output().unwrap();
-        let help = text(&out.stdout);
+        let help = TOOL.help(&[sub]);
         for flag in ["--days", "--since", "--until", "--user", "--partition"] {
             assert!(
                 help.lines().any(|l| l.trim_start().starts_with(flag)),
@@ -237,19 +200,6 @@ fn closed_pipe_exits_quietly() {
         ));
     }
     assert!(store(&db, &["put"], many.as_bytes()).status.success());
-    let mut child = Command::new(BIN)
-        .arg("--db")
-        .arg(&db)
-        .args(["dump"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let mut first = [0u8; 32];
-    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
-    drop(stdout);
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    let first = TOOL.closed_pipe(&["--db", db.to_str().unwrap(), "dump"], drop);
+    assert!(first.starts_with("{\"kind\":\"job\""), "{first}");
 }
