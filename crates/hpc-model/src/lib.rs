@@ -11,11 +11,15 @@ use hpc_core::Result;
 pub mod analyze;
 pub mod backtest;
 pub mod fit;
+pub mod history;
 pub mod lang;
+pub mod model;
 pub mod pool;
 pub mod recommend;
+pub mod risk;
 pub mod sbatch;
 pub mod tools;
+pub mod trace;
 
 #[derive(FromArgs, Debug)]
 /// Read batch scripts, recommend what to request at a stated risk, backtest
@@ -32,7 +36,8 @@ pub struct Args {
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand)]
-#[allow(missing_docs, clippy::large_enum_variant)]
+#[allow(missing_docs)]
+#[allow(clippy::large_enum_variant)] // parsed once; boxing does not fit argh
 enum Cmd {
     Analyze(analyze::AnalyzeArgs),
     Recommend(recommend::RecommendArgs),

@@ -1,0 +1,50 @@
+#!/bin/sh
+# hpc-model benches: the backtest's speed on the MGnify trace, and the
+# latency of `hpc-model recommend` with a history of N job records (default
+# 1,000,000, each with its analysis record) piped in, as an unfiltered
+# `hpc-store dump` would give it.
+# Usage: bench/model.sh [N]   (TRACES=/path/to/traces, default ../shared/traces)
+set -eu
+cd "$(dirname "$0")/.."
+N=${1:-1000000}
+TRACES=${TRACES:-/work/shared/traces}
+TGT=${CARGO_TARGET_DIR:-target}
+cargo build --release -q -p hpc-model
+BIN="$TGT/release/hpc-model"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+now() { date +%s.%N; }
+secs() { echo "$1 $2" | awk '{ printf "%.3f", $2 - $1 }'; }
+
+if [ -r "$TRACES/mgnify_metaspades_3.15.3_jobs.csv" ]; then
+    t0=$(now)
+    for _ in 1 2 3 4 5; do
+        "$BIN" backtest --csv "$TRACES/mgnify_metaspades_3.15.3_jobs.csv" \
+            --mgnify "$TRACES/mgnify_memory_heuristics.tsv" --format ndjson >/dev/null 2>&1
+    done
+    t1=$(now)
+    echo "backtest MGnify (9102 rows, 9 policies x 5 risks where they take one): $(secs "$t0" "$t1" | awk '{ printf "%.3f", $1 / 5 }') s a run"
+fi
+
+# N jobs of 20 users and 5 tools, each with its analysis record.
+awk -v n="$N" 'BEGIN {
+  for (i = 0; i < n; i++) {
+    u = "u" (i % 20); t = "tool" (int(i / 20) % 5);
+    peak = 1000 + (i * 7919) % 9000; el = 600 + (i * 104729) % 3000;
+    printf "{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"%d\",\"job_id_raw\":\"%d\",\"user\":\"%s\",\"state\":\"COMPLETED\",\"end\":\"2026-%02d-%02dT%02d:%02d:%02dZ\",\"elapsed_s\":%d,\"timelimit_s\":7200,\"alloc_cpus\":4,\"req_mem_mb\":16384,\"max_rss_mb\":%d,\"total_cpu_s\":%d,\"is_final\":true}\n", i, i, u, 1 + i % 12, 1 + i % 28, i % 24, i % 60, i % 59, el, peak, el * 3
+    printf "{\"kind\":\"analysis\",\"job_id\":\"%d\",\"script\":\"a.sbatch\",\"script_sha256\":\"00\",\"request\":{},\"tool\":\"%s\",\"input_mb\":%d}\n", i, t, i % 5000
+  }
+}' > "$TMP/history.ndjson"
+printf '%s\n' '{"kind":"analysis","user":"u3","script":"a.sbatch","script_sha256":"00","request":{"mem_mb":65536,"cpus":8,"time_s":7200},"tool":"tool2","input_mb":100}' > "$TMP/a.ndjson"
+size=$(wc -c < "$TMP/history.ndjson")
+t0=$(now)
+"$BIN" recommend "$TMP/a.ndjson" --history /dev/stdin < "$TMP/history.ndjson" >"$TMP/rec.txt"
+t1=$(now)
+echo "recommend with $N job records (+ $N analysis records, $size bytes) on stdin: $(secs "$t0" "$t1") s"
+head -n 2000 "$TMP/history.ndjson" > "$TMP/small.ndjson"
+t0=$(now)
+"$BIN" recommend "$TMP/a.ndjson" --history /dev/stdin < "$TMP/small.ndjson" >/dev/null
+t1=$(now)
+echo "recommend with 1000 job records (what a dump filtered to one user and tool would give): $(secs "$t0" "$t1") s"
+cat "$TMP/rec.txt"

@@ -1,0 +1,287 @@
+//! The records hpc-model reads: a history (what `hpc-store dump --kind job
+//! --kind summary --kind analysis` prints) and the `analysis` record of the
+//! script to size. All record input of the crate goes through this module.
+//!
+//! A job is tied to its tool by an `analysis` record with its `job_id`, and
+//! to the probe's measurements by its job-wide `summary`. Other kinds are
+//! skipped; a line that is not a record, or a record of a known kind that
+//! does not parse, is rejected with its line number.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+
+use hpc_core::advice::Analysis;
+use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::record::{from_line, peek_kind, Job, Summary};
+use hpc_core::{Error, Result};
+
+use crate::risk::Point;
+
+/// One earlier job, as far as the sizing needs it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Past {
+    /// The job id.
+    pub job_id: String,
+    /// The user.
+    pub user: Option<String>,
+    /// The tool, from the job's `analysis` record.
+    pub tool: Option<String>,
+    /// The job name.
+    pub job_name: Option<String>,
+    /// The normalised state.
+    pub state: String,
+    /// End time (RFC 3339), the order of the history.
+    pub end: Option<String>,
+    /// Peak memory, MiB: the larger of sacct's MaxRSS and the probe's peak.
+    pub peak_mb: Option<f64>,
+    /// Requested memory, MiB.
+    pub req_mem_mb: Option<f64>,
+    /// Wall time, seconds.
+    pub elapsed_s: Option<f64>,
+    /// The time limit, seconds.
+    pub timelimit_s: Option<f64>,
+    /// Cores actually used: the probe's mean busy cores, else
+    /// `total_cpu_s / elapsed_s`.
+    pub cores: Option<f64>,
+    /// Allocated CPUs.
+    pub alloc_cpus: Option<u32>,
+    /// CPU seconds used.
+    pub cpu_s: Option<f64>,
+    /// Input size, MiB, from the job's `analysis` record.
+    pub input_mb: Option<f64>,
+}
+
+impl Past {
+    /// The memory the job needed: its peak when it completed (or ran out of
+    /// time), censored at its limit when it was killed for memory; `None`
+    /// for other ends (failed, cancelled), whose peak says little.
+    pub fn mem_point(&self) -> Option<Point> {
+        match self.state.as_str() {
+            "COMPLETED" | "TIMEOUT" => self.peak_mb.filter(|v| *v > 0.0).map(Point::seen),
+            "OUT_OF_MEMORY" => {
+                let at = self.req_mem_mb.or(self.peak_mb).filter(|v| *v > 0.0)?;
+                Some(Point {
+                    value: at,
+                    censored: true,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The time the job needed: its elapsed time when it completed,
+    /// censored at its limit (or elapsed, if larger) when it timed out.
+    pub fn time_point(&self) -> Option<Point> {
+        let elapsed = self.elapsed_s.filter(|v| *v > 0.0);
+        match self.state.as_str() {
+            "COMPLETED" => elapsed.map(Point::seen),
+            "TIMEOUT" => {
+                let at = match (elapsed, self.timelimit_s) {
+                    (Some(e), Some(l)) => e.max(l),
+                    (e, l) => e.or(l)?,
+                };
+                Some(Point {
+                    value: at,
+                    censored: true,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A history read from records, in end-time order (jobs still running, with
+/// no end, come last).
+#[derive(Debug, Default)]
+pub struct History {
+    /// The jobs.
+    pub jobs: Vec<Past>,
+    /// Lines read.
+    pub lines: u64,
+}
+
+/// What one line of a history contributes.
+enum Item {
+    Job(Job),
+    Summary(Summary),
+    Analysis(Analysis),
+    Other,
+}
+
+fn parse_item(text: &str) -> std::result::Result<Item, String> {
+    let kind = peek_kind(text).ok_or("not a JSON record with a kind")?;
+    Ok(match kind.as_str() {
+        "job" => Item::Job(from_line(text)?),
+        "summary" => Item::Summary(from_line(text)?),
+        "analysis" => Item::Analysis(from_line(text)?),
+        _ => Item::Other,
+    })
+}
+
+/// Calls `each` with every parsed line of `input`; unreadable or malformed
+/// lines go to `rejects` (a truncated last line is only warned about).
+fn for_each_item(
+    input: impl BufRead,
+    source: Option<&str>,
+    rejects: &mut Rejects,
+    mut each: impl FnMut(Item),
+) -> Result<u64> {
+    let mut reader = LineReader::new(input);
+    while let Some(line) = reader.next_line()? {
+        let line = match line {
+            Ok(l) => l,
+            Err((n, why)) => {
+                rejects.reject(source, n, &why)?;
+                continue;
+            }
+        };
+        if line.text.trim().is_empty() {
+            continue;
+        }
+        match parse_item(line.text) {
+            Ok(item) => each(item),
+            Err(_) if line.unterminated => {
+                rejects.warn(source, line.number, "truncated last line ignored")
+            }
+            Err(why) => rejects.reject(source, line.number, &why)?,
+        }
+    }
+    Ok(reader.lines_read())
+}
+
+/// Reads a history: job records joined with their job-wide summaries and
+/// analyses by `job_id`.
+pub fn read_history(
+    input: impl BufRead,
+    source: Option<&str>,
+    rejects: &mut Rejects,
+) -> Result<History> {
+    let mut jobs = Vec::new();
+    let mut summaries: HashMap<String, Summary> = HashMap::new();
+    let mut analyses: HashMap<String, Analysis> = HashMap::new();
+    let lines = for_each_item(input, source, rejects, |item| match item {
+        Item::Job(j) => jobs.push(j),
+        Item::Summary(s) if s.host.is_none() => {
+            summaries.insert(s.job_id.clone(), s);
+        }
+        Item::Analysis(a) => {
+            if let Some(id) = a.job_id.clone() {
+                analyses.insert(id, a);
+            }
+        }
+        _ => {}
+    })?;
+    let mut jobs: Vec<Past> = jobs
+        .into_iter()
+        .map(|j| {
+            let s = summaries.get(&j.job_id);
+            let a = analyses.get(&j.job_id);
+            past_of(j, s, a)
+        })
+        .collect();
+    jobs.sort_by(|a, b| match (&a.end, &b.end) {
+        (Some(x), Some(y)) => x.cmp(y),
+        (x, y) => y.is_none().cmp(&x.is_none()).reverse(),
+    });
+    Ok(History { jobs, lines })
+}
+
+fn past_of(j: Job, s: Option<&Summary>, a: Option<&Analysis>) -> Past {
+    let probe_peak = s.and_then(|s| s.peak_rss_mb);
+    let peak_mb = match (j.max_rss_mb, probe_peak) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    let from_acct = match (j.total_cpu_s, j.elapsed_s) {
+        (Some(c), Some(e)) if e > 0.0 => Some(c / e),
+        _ => None,
+    };
+    Past {
+        cores: s.and_then(|s| s.mean_cpu_cores).or(from_acct),
+        tool: a.map(|a| a.tool.clone()),
+        input_mb: a.and_then(|a| a.input_mb),
+        job_id: j.job_id,
+        user: j.user,
+        job_name: j.job_name,
+        state: j.state,
+        end: j.end,
+        peak_mb,
+        req_mem_mb: j.req_mem_mb,
+        elapsed_s: j.elapsed_s,
+        timelimit_s: j.timelimit_s,
+        alloc_cpus: j.alloc_cpus,
+        cpu_s: j.total_cpu_s,
+    }
+}
+
+/// Reads the first `analysis` record of `input` (the script to size, as
+/// `hpc-model analyze` prints it).
+pub fn read_analysis(input: impl BufRead, source: Option<&str>) -> Result<Analysis> {
+    let mut rejects = Rejects::new("hpc-model");
+    let mut found = None;
+    for_each_item(input, source, &mut rejects, |item| {
+        if let (None, Item::Analysis(a)) = (&found, item) {
+            found = Some(a);
+        }
+    })?;
+    found.ok_or_else(|| {
+        Error::Other(format!(
+            "{}: no analysis record",
+            source
+                .map(hpc_core::paths::escaped)
+                .unwrap_or("input".into())
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINES: &str = concat!(
+        r#"{"kind":"job","cluster":"c","job_id":"2","job_id_raw":"2","state":"OUT_OF_MEMORY","end":"2026-01-02T00:00:00Z","req_mem_mb":4096,"max_rss_mb":4000,"is_final":true}"#,
+        "\n",
+        "not json\n",
+        r#"{"kind":"job","cluster":"c","job_id":"1","job_id_raw":"1","state":"COMPLETED","end":"2026-01-01T00:00:00Z","elapsed_s":100,"total_cpu_s":250,"max_rss_mb":900,"is_final":true}"#,
+        "\n",
+        r#"{"kind":"summary","job_id":"1","peak_rss_mb":1000,"mean_cpu_cores":3.0}"#,
+        "\n",
+        r#"{"kind":"analysis","job_id":"1","script":"a.sh","script_sha256":"x","request":{},"tool":"star","input_mb":50}"#,
+        "\n",
+        r#"{"kind":"flag","job_id":"1"}"#,
+        "\n",
+        r#"{"kind":"job","cluster":"c""#,
+    );
+
+    #[test]
+    fn joins_summaries_and_analyses_and_reports_bad_lines() {
+        let mut rej = Rejects::new("t");
+        let h = read_history(LINES.as_bytes(), None, &mut rej).unwrap();
+        assert_eq!(rej.rejected, 1, "line 2 only; the truncated last is warned");
+        assert_eq!(h.jobs.len(), 2);
+        let first = &h.jobs[0];
+        assert_eq!(first.job_id, "1", "end-time order");
+        assert_eq!(first.peak_mb, Some(1000.0));
+        assert_eq!(first.cores, Some(3.0));
+        assert_eq!(first.tool.as_deref(), Some("star"));
+        assert_eq!(first.input_mb, Some(50.0));
+        let oom = h.jobs[1].mem_point().unwrap();
+        assert!(oom.censored);
+        assert_eq!(oom.value, 4096.0, "censored at its limit, not its peak");
+    }
+
+    #[test]
+    fn a_timeout_is_censored_for_time_at_its_limit() {
+        let p = Past {
+            state: "TIMEOUT".into(),
+            elapsed_s: Some(3590.0),
+            timelimit_s: Some(3600.0),
+            peak_mb: Some(10.0),
+            ..Default::default()
+        };
+        let t = p.time_point().unwrap();
+        assert!(t.censored);
+        assert_eq!(t.value, 3600.0);
+        assert!(!p.mem_point().unwrap().censored);
+    }
+}

@@ -1,0 +1,446 @@
+//! The upper bounds that `recommend` and `backtest` request at a stated
+//! risk: a distribution-free order statistic when there are enough past
+//! values, else the predictive bound of a normal (or log-normal) tail with a
+//! Student-t factor. The formulas are in `man hpc-model` (RECOMMEND).
+
+/// One past value: what a job used, or (censored) a limit it ran past.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// The value (MiB, seconds, ...), > 0.
+    pub value: f64,
+    /// True when the job needed more than `value` (killed at its limit).
+    pub censored: bool,
+}
+
+impl Point {
+    /// An observed value.
+    pub fn seen(value: f64) -> Point {
+        Point {
+            value,
+            censored: false,
+        }
+    }
+}
+
+/// The scale a tail is fitted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// Values are log-normal (memory, time): the bound is fitted on logs.
+    Log,
+    /// Values are normal (residuals of a model).
+    Linear,
+}
+
+/// How a bound was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// The k-th smallest of n past values, k = ceil((1 - r)(n + 1)).
+    OrderStatistic,
+    /// exp(mean + t(n-1, 1-r) sd sqrt(1 + 1/n)) of the logs.
+    LognormalT,
+    /// mean + t(n-1, 1-r) sd sqrt(1 + 1/n).
+    NormalT,
+}
+
+impl Method {
+    /// The name the `basis` records carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::OrderStatistic => "order statistic",
+            Method::LognormalT => "lognormal-t",
+            Method::NormalT => "normal-t",
+        }
+    }
+}
+
+/// An upper bound and how it was found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bound {
+    /// The value a new job exceeds with probability at most the risk.
+    pub value: f64,
+    /// How.
+    pub method: Method,
+}
+
+/// What other groups say about the spread: the pooled within-group
+/// variance (on the fitted scale) and the degrees of freedom it is given.
+/// The tail fit then uses the moderated variance
+/// ((n - 1) s^2 + df var) / (n - 1 + df) with n - 1 + df degrees of freedom.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prior {
+    /// The pooled variance.
+    pub var: f64,
+    /// The weight it gets, in degrees of freedom.
+    pub df: f64,
+}
+
+/// The fewest past values a tail is fitted on (a standard deviation of
+/// fewer than 3 values is not worth a bound).
+pub const MIN_TAIL: usize = 3;
+
+/// The rank k (1-based) of the order statistic that a new exchangeable value
+/// exceeds with probability (n + 1 - k)/(n + 1) <= r; `None` when even the
+/// largest of n cannot reach r (n + 1 < 1/r).
+pub fn rank(n: usize, r: f64) -> Option<usize> {
+    let k = ((1.0 - r) * (n as f64 + 1.0) - 1e-9).ceil().max(1.0) as usize;
+    (k <= n).then_some(k)
+}
+
+/// The bound at risk `r` over `points` (any order), or `None` with fewer
+/// than [`MIN_TAIL`] points. Censored points rank above every observed value
+/// for the order statistic; in the tail fit they are replaced by their
+/// expected value above the limit under the fitted normal (a few rounds of
+/// the inverse Mills ratio).
+pub fn upper_bound(points: &[Point], r: f64, scale: Scale, prior: Option<Prior>) -> Option<Bound> {
+    let mut seen: Vec<f64> = points
+        .iter()
+        .filter(|p| !p.censored)
+        .map(|p| p.value)
+        .collect();
+    seen.sort_by(f64::total_cmp);
+    let limits: Vec<f64> = points
+        .iter()
+        .filter(|p| p.censored)
+        .map(|p| p.value)
+        .collect();
+    bound_sorted(&seen, &limits, r, scale, prior)
+}
+
+/// [`upper_bound`] over observed values already sorted ascending and the
+/// limits of the censored ones (the replay keeps its values sorted).
+pub fn bound_sorted(
+    seen: &[f64],
+    limits: &[f64],
+    r: f64,
+    scale: Scale,
+    prior: Option<Prior>,
+) -> Option<Bound> {
+    let n = seen.len() + limits.len();
+    if n < MIN_TAIL {
+        return None;
+    }
+    if let Some(k) = rank(n, r).filter(|&k| k <= seen.len()) {
+        return Some(Bound {
+            value: seen[k - 1],
+            method: Method::OrderStatistic,
+        });
+    }
+    let points: Vec<Point> = seen
+        .iter()
+        .map(|&v| Point::seen(v))
+        .chain(limits.iter().map(|&v| Point {
+            value: v,
+            censored: true,
+        }))
+        .collect();
+    let (mean, sd) = censored_moments(&points, scale);
+    let own = (n - 1) as f64;
+    let (var, df) = match prior {
+        Some(p) if p.df > 0.0 && p.var.is_finite() => {
+            ((own * sd * sd + p.df * p.var) / (own + p.df), own + p.df)
+        }
+        _ => (sd * sd, own),
+    };
+    let t = t_quantile(df, 1.0 - r);
+    let z = mean + t * var.sqrt() * (1.0 + 1.0 / n as f64).sqrt();
+    Some(match scale {
+        Scale::Log => Bound {
+            value: z.exp(),
+            method: Method::LognormalT,
+        },
+        Scale::Linear => Bound {
+            value: z,
+            method: Method::NormalT,
+        },
+    })
+}
+
+/// Mean and sample standard deviation of the points on `scale`, censored
+/// points imputed as mu + sd * phi(a)/(1 - Phi(a)), a = (limit - mu)/sd.
+fn censored_moments(points: &[Point], scale: Scale) -> (f64, f64) {
+    let on = |v: f64| match scale {
+        Scale::Log => v.max(1e-9).ln(),
+        Scale::Linear => v,
+    };
+    let raw: Vec<(f64, bool)> = points.iter().map(|p| (on(p.value), p.censored)).collect();
+    let mut vals: Vec<f64> = raw.iter().map(|p| p.0).collect();
+    let mut moments = mean_sd(&vals);
+    if !raw.iter().any(|p| p.1) {
+        return moments;
+    }
+    for _ in 0..5 {
+        let (mu, sd) = moments;
+        let sd = sd.max(1e-6);
+        for (v, (limit, censored)) in vals.iter_mut().zip(&raw) {
+            if *censored {
+                let a = (limit - mu) / sd;
+                let tail = (1.0 - normal_cdf(a)).max(1e-12);
+                *v = (mu + sd * normal_pdf(a) / tail).max(*limit);
+            }
+        }
+        moments = mean_sd(&vals);
+    }
+    moments
+}
+
+/// The pooled within-group variance of the logs of positive values, over
+/// groups of at least 2, as a [`Prior`] of weight `df`; `None` when no group
+/// has 2 values.
+pub fn pooled_prior<'a>(groups: impl Iterator<Item = &'a [f64]>, df: f64) -> Option<Prior> {
+    let (mut ss, mut dof) = (0.0, 0.0);
+    for g in groups.filter(|g| g.len() >= 2) {
+        let logs: Vec<f64> = g.iter().map(|v| v.max(1e-9).ln()).collect();
+        let (_, sd) = mean_sd(&logs);
+        ss += sd * sd * (logs.len() - 1) as f64;
+        dof += (logs.len() - 1) as f64;
+    }
+    (dof > 0.0).then(|| Prior { var: ss / dof, df })
+}
+
+/// Mean and sample (n - 1) standard deviation.
+pub fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let mean = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let ss: f64 = v.iter().map(|x| (x - mean).powi(2)).sum();
+    (mean, (ss / (n - 1.0)).sqrt())
+}
+
+/// The plain sample quantile of sorted values (linear interpolation between
+/// order statistics, type 7), as the baseline policies use it.
+pub fn sample_quantile(sorted: &[f64], p: f64) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        1 => sorted[0],
+        n => {
+            let h = (n - 1) as f64 * p.clamp(0.0, 1.0);
+            let lo = h.floor() as usize;
+            let hi = (lo + 1).min(n - 1);
+            sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+        }
+    }
+}
+
+/// The standard normal density.
+pub fn normal_pdf(x: f64) -> f64 {
+    (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt()
+}
+
+/// The standard normal distribution function (erfc by its Chebyshev fit,
+/// relative error below 1.2e-7).
+pub fn normal_cdf(x: f64) -> f64 {
+    let z = x.abs() / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let poly = -z * z - 1.265_512_23
+        + t * (1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+    let erfc = t * poly.exp();
+    if x >= 0.0 {
+        1.0 - 0.5 * erfc
+    } else {
+        0.5 * erfc
+    }
+}
+
+/// ln Gamma(x) for x > 0 (Lanczos, g = 7).
+fn ln_gamma(x: f64) -> f64 {
+    const C: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    let x = x - 1.0;
+    let mut a = C[0];
+    let t = x + 7.5;
+    for (i, c) in C.iter().enumerate().skip(1) {
+        a += c / (x + i as f64);
+    }
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
+}
+
+/// The regularized incomplete beta function I_x(a, b), by its continued
+/// fraction (modified Lentz).
+fn inc_beta(x: f64, a: f64, b: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    let front =
+        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
+    if x > (a + 1.0) / (a + b + 2.0) {
+        return 1.0 - inc_beta(1.0 - x, b, a);
+    }
+    let tiny = 1e-300;
+    let (mut c, mut d) = (1.0, 1.0 - (a + b) * x / (a + 1.0));
+    d = 1.0 / if d.abs() < tiny { tiny } else { d };
+    let mut f = d;
+    for m in 1..300 {
+        let m = m as f64;
+        for num in [
+            m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)),
+        ] {
+            d = 1.0 + num * d;
+            d = 1.0 / if d.abs() < tiny { tiny } else { d };
+            c = 1.0 + num / c;
+            c = if c.abs() < tiny { tiny } else { c };
+            f *= c * d;
+        }
+        if (c * d - 1.0).abs() < 1e-14 {
+            break;
+        }
+    }
+    front * f / a
+}
+
+/// The Student-t distribution function with `df` degrees of freedom.
+pub fn t_cdf(t: f64, df: f64) -> f64 {
+    let tail = 0.5 * inc_beta(df / (df + t * t), df / 2.0, 0.5);
+    if t >= 0.0 {
+        1.0 - tail
+    } else {
+        tail
+    }
+}
+
+/// The `p` quantile (0.5 < p < 1) of Student's t with `df` degrees of
+/// freedom, by bisection on [`t_cdf`] (to 1e-10).
+pub fn t_quantile(df: f64, p: f64) -> f64 {
+    thread_local! {
+        static MEMO: std::cell::RefCell<std::collections::HashMap<(u64, u64), f64>> =
+            Default::default();
+    }
+    let key = (df.to_bits(), p.to_bits());
+    if let Some(q) = MEMO.with(|m| m.borrow().get(&key).copied()) {
+        return q;
+    }
+    let q = t_quantile_uncached(df, p);
+    MEMO.with(|m| m.borrow_mut().insert(key, q));
+    q
+}
+
+fn t_quantile_uncached(df: f64, p: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    while t_cdf(hi, df) < p && hi < 1e12 {
+        lo = hi;
+        hi *= 2.0;
+    }
+    while hi - lo > 1e-10 * hi.max(1.0) {
+        let mid = 0.5 * (lo + hi);
+        if t_cdf(mid, df) < p {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn t_quantiles_match_the_tables() {
+        // Known values: t(4, 0.99) = 3.7469, t(9, 0.995) = 3.2498,
+        // t(1, 0.975) = 12.706, t(30, 0.95) = 1.6973.
+        for (df, p, want) in [
+            (4.0, 0.99, 3.7469),
+            (9.0, 0.995, 3.2498),
+            (1.0, 0.975, 12.706),
+            (30.0, 0.95, 1.6973),
+        ] {
+            let got = t_quantile(df, p);
+            assert!(
+                (got - want).abs() < 2e-3,
+                "t({df}, {p}) = {got}, want {want}"
+            );
+        }
+        assert!((normal_cdf(1.959_964) - 0.975).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_order_statistic_needs_n_of_at_least_one_over_r_minus_one() {
+        // A new job exceeds the largest of 5 with chance 1/6: not 1 %.
+        assert_eq!(rank(5, 0.01), None);
+        assert_eq!(rank(98, 0.01), None);
+        assert_eq!(rank(99, 0.01), Some(99));
+        assert_eq!(rank(199, 0.01), Some(198));
+        assert_eq!(rank(19, 0.05), Some(19));
+    }
+
+    #[test]
+    fn small_n_uses_the_lognormal_t_bound_above_the_largest_value() {
+        let pts: Vec<Point> = [10.0, 12.0, 11.0, 13.0, 9.0]
+            .into_iter()
+            .map(Point::seen)
+            .collect();
+        let b = upper_bound(&pts, 0.01, Scale::Log, None).unwrap();
+        assert_eq!(b.method, Method::LognormalT);
+        assert!(b.value > 13.0 && b.value < 30.0, "{b:?}");
+        assert!(upper_bound(&pts[..2], 0.01, Scale::Log, None).is_none());
+    }
+
+    #[test]
+    fn a_censored_job_raises_the_bound() {
+        let base: Vec<Point> = (0..100).map(|i| Point::seen(100.0 + i as f64)).collect();
+        let b = upper_bound(&base, 0.05, Scale::Log, None).unwrap();
+        assert_eq!(b.method, Method::OrderStatistic);
+        let mut more = base.clone();
+        more.iter_mut().take(6).for_each(|p| {
+            p.value = 150.0;
+            p.censored = true;
+        });
+        let c = upper_bound(&more, 0.05, Scale::Log, None).unwrap();
+        assert!(c.value > b.value, "{c:?} vs {b:?}");
+    }
+
+    #[test]
+    fn the_lognormal_t_bound_is_calibrated_on_lognormal_data() {
+        // 2000 draws of 6 past values and one new one: the new value
+        // exceeds the 5 % bound about 5 % of the time.
+        let mut state = 7u64;
+        let mut normal = || {
+            let mut u = || {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+            };
+            let (a, b) = (u(), u());
+            (-2.0 * a.ln()).sqrt() * (2.0 * std::f64::consts::PI * b).cos()
+        };
+        let mut over = 0;
+        for _ in 0..2000 {
+            let pts: Vec<Point> = (0..6)
+                .map(|_| Point::seen((3.0 + normal()).exp()))
+                .collect();
+            let b = upper_bound(&pts, 0.05, Scale::Log, None).unwrap();
+            if (3.0 + normal()).exp() > b.value {
+                over += 1;
+            }
+        }
+        assert!(
+            (60..=140).contains(&over),
+            "{over} of 2000 over the 5 % bound"
+        );
+    }
+}

@@ -1,0 +1,333 @@
+//! Traces to replay: any CSV with a column mapping (`--csv`), the MGnify
+//! preset (`--mgnify HEURISTICS.tsv`), or a history of job records.
+
+use std::collections::HashMap;
+use std::io::Read;
+
+use hpc_core::ndjson::Rejects;
+use hpc_core::{Error, Result};
+
+use crate::history::Past;
+
+/// One job of a trace, in MiB and seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceJob {
+    /// The group it is sized with (a tool, a user, a biome).
+    pub group: String,
+    /// Peak memory used, MiB.
+    pub used_mb: f64,
+    /// Memory requested on the first attempt, MiB.
+    pub request_mb: Option<f64>,
+    /// Runtime, seconds.
+    pub runtime_s: f64,
+    /// Input size (any unit), for the model tier.
+    pub input: Option<f64>,
+    /// The sort key: the number its digits form, then the text.
+    pub order: (f64, String),
+}
+
+/// How the columns of a CSV trace map to a job.
+#[derive(Debug, Clone, Default)]
+pub struct Mapping {
+    /// Columns whose values, joined by `|`, form the group.
+    pub group: Vec<String>,
+    /// Peak memory column.
+    pub used: String,
+    /// Requested memory column (absent: no request known).
+    pub request: Option<String>,
+    /// Runtime column.
+    pub runtime: String,
+    /// Order column (time or a growing id).
+    pub order: String,
+    /// Input size column.
+    pub input: Option<String>,
+    /// MiB per unit of `used` and `request` (b, kb, mb, gb).
+    pub mem_scale: f64,
+    /// Seconds per unit of `runtime` (s, ms).
+    pub time_scale: f64,
+    /// The MGnify heuristics table: request by longest lineage prefix.
+    pub heuristics: Option<Heuristics>,
+}
+
+/// MiB per unit of a `--mem-unit` name.
+pub fn mem_scale(unit: &str) -> Option<f64> {
+    Some(match unit {
+        "b" => 1.0 / (1024.0 * 1024.0),
+        "kb" => 1.0 / 1024.0,
+        "mb" => 1.0,
+        "gb" => 1024.0,
+        _ => return None,
+    })
+}
+
+/// Seconds per unit of a `--runtime-unit` name.
+pub fn time_scale(unit: &str) -> Option<f64> {
+    Some(match unit {
+        "s" => 1.0,
+        "ms" => 1e-3,
+        _ => return None,
+    })
+}
+
+/// The order key of a cell: the number it is, or the number its digits
+/// form (`ERZ7462993` orders as 7462993), with the text to break ties.
+pub fn order_key(cell: &str) -> (f64, String) {
+    let num = cell.trim().parse::<f64>().ok().or_else(|| {
+        let digits: String = cell.chars().filter(char::is_ascii_digit).collect();
+        digits.parse::<f64>().ok()
+    });
+    (num.unwrap_or(f64::INFINITY), cell.to_owned())
+}
+
+/// The MGnify production table: memory (GB) per assembler and biome
+/// lineage (`root.environmental.aquatic.marine`).
+#[derive(Debug, Clone, Default)]
+pub struct Heuristics {
+    by: HashMap<(String, String), f64>,
+}
+
+/// A lineage as the heuristics table spells it: lower case, `.` between
+/// levels (`:` in the trace), `_` for anything else not alphanumeric
+/// (`Host-associated` is `host_associated`).
+fn lineage_key(lineage: &str) -> String {
+    lineage
+        .trim()
+        .chars()
+        .map(|c| match c {
+            ':' | '.' => '.',
+            c if c.is_alphanumeric() => c.to_ascii_lowercase(),
+            _ => '_',
+        })
+        .collect()
+}
+
+impl Heuristics {
+    /// Reads the TSV (columns `memory_gb`, `assembler_name`, `biome_lineage`).
+    pub fn read(text: &str) -> Result<Heuristics> {
+        let mut r = csv::ReaderBuilder::new()
+            .delimiter(b'\t')
+            .from_reader(text.as_bytes());
+        let head = r.headers()?.clone();
+        let col = |name: &str| {
+            head.iter()
+                .position(|h| h == name)
+                .ok_or_else(|| Error::Other(format!("heuristics: no column {name}")))
+        };
+        let (mem, asm, lin) = (
+            col("memory_gb")?,
+            col("assembler_name")?,
+            col("biome_lineage")?,
+        );
+        let mut by = HashMap::new();
+        for (i, rec) in r.records().enumerate() {
+            let rec = rec?;
+            let gb: f64 = rec[mem].trim().parse().map_err(|_| {
+                Error::Other(format!(
+                    "heuristics: line {}: memory_gb not a number",
+                    i + 2
+                ))
+            })?;
+            by.insert((rec[asm].to_lowercase(), lineage_key(&rec[lin])), gb);
+        }
+        Ok(Heuristics { by })
+    }
+
+    /// The request (GB) for a lineage (`root:Environmental:Aquatic:Marine`)
+    /// and assembler: the row of the longest matching lineage prefix.
+    pub fn request_gb(&self, assembler: &str, lineage: &str) -> Option<f64> {
+        let key = lineage_key(lineage);
+        let asm = assembler.to_lowercase();
+        let mut cut = key.as_str();
+        loop {
+            if let Some(gb) = self.by.get(&(asm.clone(), cut.to_owned())) {
+                return Some(*gb);
+            }
+            cut = &cut[..cut.rfind('.')?];
+        }
+    }
+}
+
+impl Mapping {
+    /// The MGnify preset over `heuristics`.
+    pub fn mgnify(heuristics: Heuristics) -> Mapping {
+        Mapping {
+            group: vec!["lineage".into()],
+            used: "peak_mem_in_gbs".into(),
+            request: None,
+            runtime: "wall_clock_seconds".into(),
+            order: "primary_accession".into(),
+            input: None,
+            mem_scale: 1024.0,
+            time_scale: 1.0,
+            heuristics: Some(heuristics),
+        }
+    }
+}
+
+/// What reading a trace found.
+#[derive(Debug, Default)]
+pub struct Trace {
+    /// The usable jobs, in order.
+    pub jobs: Vec<TraceJob>,
+    /// Rows read.
+    pub rows: u64,
+    /// Rows without a positive peak or runtime (not jobs that can be sized).
+    pub skipped: u64,
+}
+
+/// Reads a CSV trace with `map`; bad cells are rejected with their line.
+pub fn read_csv(
+    input: impl Read,
+    map: &Mapping,
+    source: &str,
+    rejects: &mut Rejects,
+) -> Result<Trace> {
+    let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(input);
+    let head = r.headers()?.clone();
+    let col = |name: &str| {
+        head.iter().position(|h| h == name).ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: no column {name}",
+                hpc_core::paths::escaped(source)
+            ))
+        })
+    };
+    let groups: Vec<usize> = map.group.iter().map(|g| col(g)).collect::<Result<_>>()?;
+    let (used, runtime, order) = (col(&map.used)?, col(&map.runtime)?, col(&map.order)?);
+    let request = map.request.as_deref().map(col).transpose()?;
+    let input = map.input.as_deref().map(col).transpose()?;
+    let assembler = map
+        .heuristics
+        .as_ref()
+        .map(|_| col("assembler"))
+        .transpose()?;
+    let mut trace = Trace::default();
+    let mut rec = csv::StringRecord::new();
+    while r.read_record(&mut rec)? {
+        trace.rows += 1;
+        let line = rec.position().map_or(trace.rows + 1, |p| p.line());
+        let cell = |i: usize| rec.get(i).unwrap_or("").trim();
+        let num = |i: usize, what: &str| -> std::result::Result<Option<f64>, String> {
+            match cell(i) {
+                "" => Ok(None),
+                s => s.parse::<f64>().map(Some).map_err(|_| {
+                    format!("{what} '{}' is not a number", hpc_core::paths::escaped(s))
+                }),
+            }
+        };
+        let group = groups
+            .iter()
+            .map(|&i| cell(i))
+            .collect::<Vec<_>>()
+            .join("|");
+        let parsed = (|| {
+            let u = num(used, "used")?;
+            let t = num(runtime, "runtime")?;
+            let q = match (&map.heuristics, assembler) {
+                (Some(h), Some(a)) => h.request_gb(cell(a), &group),
+                _ => request.map(|i| num(i, "request")).transpose()?.flatten(),
+            };
+            let x = input.map(|i| num(i, "input")).transpose()?.flatten();
+            Ok::<_, String>((u, t, q, x))
+        })();
+        match parsed {
+            Err(why) => rejects.reject(Some(source), line, &why)?,
+            Ok((Some(u), Some(t), q, x)) if u > 0.0 && t > 0.0 => trace.jobs.push(TraceJob {
+                group,
+                used_mb: u * map.mem_scale,
+                request_mb: q.filter(|v| *v > 0.0).map(|v| v * map.mem_scale),
+                runtime_s: t * map.time_scale,
+                input: x,
+                order: order_key(cell(order)),
+            }),
+            Ok(_) => trace.skipped += 1,
+        }
+    }
+    sort(&mut trace.jobs);
+    Ok(trace)
+}
+
+fn sort(jobs: &mut [TraceJob]) {
+    jobs.sort_by(|a, b| {
+        a.order
+            .0
+            .total_cmp(&b.order.0)
+            .then_with(|| a.order.1.cmp(&b.order.1))
+    });
+}
+
+/// A history of job records as a trace: completed jobs with a peak and an
+/// elapsed time, grouped by user and tool (the job name when no analysis
+/// names the tool), in end-time order.
+pub fn from_history(jobs: &[Past]) -> Trace {
+    let mut trace = Trace::default();
+    for p in jobs {
+        trace.rows += 1;
+        match (p.state.as_str(), p.peak_mb, p.elapsed_s) {
+            ("COMPLETED", Some(u), Some(t)) if u > 0.0 && t > 0.0 => trace.jobs.push(TraceJob {
+                group: format!(
+                    "{}|{}",
+                    p.user.as_deref().unwrap_or(""),
+                    p.tool.as_deref().or(p.job_name.as_deref()).unwrap_or("")
+                ),
+                used_mb: u,
+                request_mb: p.req_mem_mb.filter(|v| *v > 0.0),
+                runtime_s: t,
+                input: p.input_mb,
+                order: (0.0, p.end.clone().unwrap_or_default()),
+            }),
+            _ => trace.skipped += 1,
+        }
+    }
+    trace
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mgnify_requests_come_from_the_longest_lineage_prefix() {
+        let tsv = "memory_gb\tprocess\tassembler_name\tbiome_name\tbiome_lineage\n\
+                   9\tASSEM\tmetaspades\troot\troot\n\
+                   217\tASSEM\tmetaspades\tMarine\troot.environmental.aquatic.marine\n\
+                   200\tASSEM\tflye\tEnvironmental\troot.environmental\n";
+        let h = Heuristics::read(tsv).unwrap();
+        assert_eq!(
+            h.request_gb("metaspades", "root:Environmental:Aquatic:Marine:Oceanic"),
+            Some(217.0)
+        );
+        assert_eq!(
+            h.request_gb("metaspades", "root:Environmental:Terrestrial"),
+            Some(9.0)
+        );
+        assert_eq!(h.request_gb("megahit", "root:Host-associated"), None);
+        let tsv2 = "memory_gb\tassembler_name\tbiome_lineage\n43\tmetaspades\troot.host_associated.human.skin\n";
+        let h2 = Heuristics::read(tsv2).unwrap();
+        assert_eq!(
+            h2.request_gb("metaspades", "root:Host-associated:Human:Skin"),
+            Some(43.0)
+        );
+    }
+
+    #[test]
+    fn csv_rows_map_units_order_and_rejects() {
+        let csv = "id,g,used,req,t\nJ10,a,2,4,60\nJ9,a,1.5,4,30\nJ11,a,x,4,1\nJ12,b,0,4,5\n";
+        let map = Mapping {
+            group: vec!["g".into()],
+            used: "used".into(),
+            request: Some("req".into()),
+            runtime: "t".into(),
+            order: "id".into(),
+            mem_scale: mem_scale("gb").unwrap(),
+            time_scale: 1.0,
+            ..Default::default()
+        };
+        let mut rej = Rejects::new("t");
+        let t = read_csv(csv.as_bytes(), &map, "f.csv", &mut rej).unwrap();
+        assert_eq!(rej.rejected, 1);
+        assert_eq!((t.rows, t.skipped, t.jobs.len()), (4, 1, 2));
+        assert_eq!(t.jobs[0].used_mb, 1536.0, "J9 before J10");
+        assert_eq!(t.jobs[1].request_mb, Some(4096.0));
+    }
+}

@@ -1,0 +1,229 @@
+//! hpc-model backtest: the MGnify acceptance figures (issue 10), the model
+//! tier on a trace where memory grows with input size, CSV mapping errors.
+
+use std::path::Path;
+use std::process::Command;
+
+use hpc_core::advice::Backtest;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hpc-model");
+const TRACES: &str = "/work/shared/traces";
+
+/// Runs the binary; returns (code, stdout, stderr).
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn records(stdout: &str) -> Vec<Backtest> {
+    stdout
+        .lines()
+        .map(|l| hpc_core::record::from_line(l).unwrap())
+        .collect()
+}
+
+fn find<'a>(recs: &'a [Backtest], policy: &str, risk: Option<f64>) -> &'a Backtest {
+    recs.iter()
+        .find(|b| {
+            b.policy == policy
+                && b.risk.map(|r| (r * 1000.0).round()) == risk.map(|r| (r * 1000.0).round())
+        })
+        .unwrap_or_else(|| panic!("no {policy} {risk:?}"))
+}
+
+/// The MGnify replay, grouped by lineage, scored on jobs whose group has at
+/// least 5 earlier jobs; `None` where the shared traces are absent.
+fn mgnify() -> Option<Vec<Backtest>> {
+    let csv = format!("{TRACES}/mgnify_metaspades_3.15.3_jobs.csv");
+    let tsv = format!("{TRACES}/mgnify_memory_heuristics.tsv");
+    if !Path::new(&csv).exists() {
+        eprintln!("skipped: {csv} not here");
+        return None;
+    }
+    let (code, out, err) = cli(&[
+        "backtest",
+        "--csv",
+        &csv,
+        "--mgnify",
+        &tsv,
+        "--min-earlier",
+        "5",
+        "--format",
+        "ndjson",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    Some(records(&out))
+}
+
+#[test]
+fn mgnify_under_share_is_calibrated_at_every_risk() {
+    let Some(recs) = mgnify() else { return };
+    let ours = find(&recs, "ours", Some(0.01));
+    assert!(ours.jobs > 8000, "{ours:?}");
+    assert!(ours.under_share <= 0.02, "1 %: {ours:?}");
+    for r in [0.005, 0.01, 0.02, 0.05, 0.1] {
+        let b = find(&recs, "ours", Some(r));
+        assert!(b.under_share <= r + 0.01, "risk {r}: {b:?}");
+    }
+    // The baselines are the README's: the request under-predicts about
+    // 7.7 %, p95 x 1.2 about 3.9 % (here 3.45 % among warm groups).
+    let p95 = find(&recs, "p95x1.2", None);
+    assert!(p95.under_share > 0.03 && p95.under_share < 0.04, "{p95:?}");
+    assert!(find(&recs, "request", None).under_share > 0.06);
+}
+
+#[test]
+fn mgnify_ours_at_5_percent_wastes_less_than_p95x12() {
+    let Some(recs) = mgnify() else { return };
+    let p95 = find(&recs, "p95x1.2", None);
+    let ours = find(&recs, "ours", Some(0.05));
+    assert!(
+        ours.memtime_ratio < p95.memtime_ratio,
+        "{ours:?} vs {p95:?}"
+    );
+    assert!(ours.wastage_gbh < p95.wastage_gbh, "{ours:?} vs {p95:?}");
+}
+
+/// The issue's criterion as written: some risk of ours with an under-share
+/// at most p95 x 1.2's that also asks less memory-time and wastes less.
+/// Not met: at 2 % ours under-predicts 2.1 % of jobs but asks 1.76x the
+/// requested memory-time against p95 x 1.2's 1.51x (see the report).
+#[test]
+#[ignore = "not met yet: the group-only frontier of p95 x m is as efficient as ours"]
+fn mgnify_ours_dominates_p95x12_at_equal_or_lower_under_share() {
+    let Some(recs) = mgnify() else { return };
+    let p95 = find(&recs, "p95x1.2", None);
+    let wins = recs.iter().filter(|b| b.policy == "ours").any(|b| {
+        b.under_share <= p95.under_share
+            && b.memtime_ratio < p95.memtime_ratio
+            && b.wastage_gbh < p95.wastage_gbh
+    });
+    assert!(wins, "{recs:#?}");
+}
+
+/// A trace of 4 groups where peak = 500 MiB + 3 x input (+- 5 %) and the
+/// inputs range over 100..10000 MiB.
+fn growing_trace(dir: &Path) -> String {
+    let mut s = String::from("id,tool,input_mb,peak_mb,req_mb,runtime_s\n");
+    let mut state = 11u64;
+    let mut u = || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((state >> 11) as f64) / (1u64 << 53) as f64
+    };
+    for i in 0..1200 {
+        let input = 100.0 + 9900.0 * u();
+        let peak = (500.0 + 3.0 * input) * (0.95 + 0.1 * u());
+        s.push_str(&format!(
+            "J{i},t{},{input:.1},{peak:.1},40000,{}\n",
+            i % 4,
+            600 + i % 7 * 60
+        ));
+    }
+    let path = dir.join("growing.csv");
+    std::fs::write(&path, s).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn the_model_tier_wastes_less_than_the_history_tier_when_memory_grows_with_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = growing_trace(dir.path());
+    let (code, out, err) = cli(&[
+        "backtest",
+        "--csv",
+        &csv,
+        "--group",
+        "tool",
+        "--used",
+        "peak_mb",
+        "--request",
+        "req_mb",
+        "--runtime",
+        "runtime_s",
+        "--order",
+        "id",
+        "--input",
+        "input_mb",
+        "--format",
+        "ndjson",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let recs = records(&out);
+    for r in [0.01, 0.05] {
+        let (m, h) = (find(&recs, "model", Some(r)), find(&recs, "ours", Some(r)));
+        assert!(
+            m.wastage_gbh < 0.7 * h.wastage_gbh,
+            "risk {r}: {m:?} vs {h:?}"
+        );
+        assert!(m.under_share <= r + 0.01, "{m:?}");
+    }
+}
+
+#[test]
+fn text_output_has_the_table_and_the_calibration() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = growing_trace(dir.path());
+    let (code, out, err) = cli(&[
+        "backtest",
+        "--csv",
+        &csv,
+        "--group",
+        "tool",
+        "--used",
+        "peak_mb",
+        "--runtime",
+        "runtime_s",
+        "--order",
+        "id",
+        "--risks",
+        "1,5",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("policy"), "{out}");
+    assert!(
+        out.contains("calibration: stated risk vs observed"),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("ours")).count(),
+        4,
+        "{out}"
+    );
+}
+
+#[test]
+fn a_bad_cell_is_rejected_with_its_line_and_a_missing_column_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.csv");
+    std::fs::write(&path, "id,g,used,t\n1,a,5,10\n2,a,five,10\n3,a,6,10\n").unwrap();
+    let p = path.to_str().unwrap();
+    let base = [
+        "backtest",
+        "--csv",
+        p,
+        "--group",
+        "g",
+        "--used",
+        "used",
+        "--runtime",
+        "t",
+    ];
+    let (code, out, err) = cli(&[&base[..], &["--order", "id"]].concat());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("line 3: used 'five' is not a number"), "{err}");
+    assert!(
+        out.contains("ours"),
+        "the good rows are still replayed: {out}"
+    );
+    let (code, _, err) = cli(&[&base[..], &["--order", "nope"]].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no column nope"), "{err}");
+    let (code, _, _) = cli(&[&base[..], &["--order", "id", "--risks", "0"]].concat());
+    assert_eq!(code, 2);
+}

@@ -1,0 +1,304 @@
+//! hpc-model recommend and fit: the three tiers, censoring, CPUs, rounding,
+//! the output formats, the models file, and the help in the man page.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use hpc_core::advice::{Rec, Tier};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hpc-model");
+
+/// Runs the binary with `stdin`; returns (code, stdout, stderr).
+fn cli(args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env("HPC_SIZER_DB", "/nonexistent/hpc-sizer.db")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut sin = child.stdin.take().unwrap();
+    let data = stdin.to_owned();
+    let w = std::thread::spawn(move || {
+        let _ = sin.write_all(data.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    w.join().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The analysis record of a STAR script asking 64 GiB, 4 CPUs, 2 hours.
+fn analysis(input_mb: f64) -> String {
+    format!(
+        r#"{{"kind":"analysis","user":"ana","script":"a.sbatch","script_sha256":"00","request":{{"mem_mb":65536,"cpus":4,"time_s":7200}},"tool":"star","tools":["star"],"inputs":[{{"path":"r.fq","size_mb":{input_mb},"type":"fastq","mem_factor":1.0}}],"input_mb":{input_mb}}}"#
+    ) + "\n"
+}
+
+/// One job of tool `star` with its analysis record.
+fn job(
+    id: usize,
+    state: &str,
+    peak: f64,
+    req: f64,
+    elapsed: f64,
+    cpu_s: f64,
+    input: f64,
+) -> String {
+    format!(
+        concat!(
+            r#"{{"kind":"job","cluster":"c","job_id":"{id}","job_id_raw":"{id}","user":"ana","state":"{state}","end":"2026-01-01T00:{m:02}:{s:02}Z","#,
+            r#""elapsed_s":{elapsed},"timelimit_s":7200,"alloc_cpus":4,"req_mem_mb":{req},"max_rss_mb":{peak},"total_cpu_s":{cpu_s},"is_final":true}}"#,
+            "\n",
+            r#"{{"kind":"analysis","job_id":"{id}","script":"a.sbatch","script_sha256":"00","request":{{}},"tool":"star","input_mb":{input}}}"#,
+            "\n"
+        ),
+        id = id,
+        m = id / 60,
+        s = id % 60,
+        state = state,
+        elapsed = elapsed,
+        req = req,
+        peak = peak,
+        cpu_s = cpu_s,
+        input = input
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+fn rec_of(out: &str) -> Rec {
+    hpc_core::record::from_line(out.trim_end()).unwrap()
+}
+
+/// `n` completed jobs peaking near `peak` MiB, using 16 cores for 1000 s.
+fn history(n: usize, peak: f64) -> String {
+    (0..n)
+        .map(|i| {
+            job(
+                i,
+                "COMPLETED",
+                peak + (i % 5) as f64 * 10.0,
+                65536.0,
+                1000.0,
+                16000.0,
+                100.0,
+            )
+        })
+        .collect()
+}
+
+fn recommend(dir: &Path, hist: &str, extra: &[&str]) -> Rec {
+    let a = write(dir, "a.ndjson", &analysis(1000.0));
+    let h = write(dir, "h.ndjson", hist);
+    let mut args = vec![
+        "recommend",
+        a.as_str(),
+        "--history",
+        h.as_str(),
+        "--format",
+        "ndjson",
+    ];
+    args.extend_from_slice(extra);
+    let (code, out, err) = cli(&args, "");
+    assert_eq!(code, 0, "{err}");
+    rec_of(&out)
+}
+
+#[test]
+fn the_history_tier_needs_enough_jobs_then_bounds_the_peaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recommend(dir.path(), &history(40, 14000.0), &[]);
+    let b = &rec.basis["mem_mb"];
+    assert_eq!(b.tier, Tier::History);
+    assert_eq!(b.method, "lognormal-t", "40 jobs cannot reach 1 % by rank");
+    assert_eq!(b.n, Some(40));
+    let mem = rec.mem_mb.unwrap();
+    assert!(mem > 14040.0 && mem < 20000.0, "{mem}");
+    assert_eq!(mem % 256.0, 0.0, "whole 256 MiB");
+    assert!(b.note.contains("40 earlier star jobs"), "{}", b.note);
+    // With 199 jobs the order statistic reaches 1 %.
+    let rec = recommend(dir.path(), &history(199, 14000.0), &[]);
+    assert_eq!(rec.basis["mem_mb"].method, "order statistic");
+    // Four jobs are not enough: the heuristic keeps the request.
+    let rec = recommend(dir.path(), &history(4, 14000.0), &[]);
+    assert_eq!(rec.basis["mem_mb"].tier, Tier::Heuristic);
+    assert_eq!(
+        rec.mem_mb,
+        Some(65536.0),
+        "a cold start never lowers a request"
+    );
+}
+
+#[test]
+fn oom_killed_jobs_count_as_needing_more_than_their_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = history(6, 1500.0);
+    let plain = recommend(dir.path(), &h, &[]).mem_mb.unwrap();
+    for i in 100..104 {
+        h.push_str(&job(
+            i,
+            "OUT_OF_MEMORY",
+            1900.0,
+            2048.0,
+            100.0,
+            100.0,
+            100.0,
+        ));
+    }
+    let with_oom = recommend(dir.path(), &h, &[]).mem_mb.unwrap();
+    assert!(
+        with_oom > 2048.0,
+        "censored at the 2048 MiB limit: {with_oom}"
+    );
+    assert!(with_oom > plain, "{with_oom} vs {plain}");
+}
+
+#[test]
+fn timeouts_are_censored_for_time_and_cpus_stay_under_the_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = history(10, 3000.0);
+    let rec = recommend(dir.path(), &h, &[]);
+    assert_eq!(
+        rec.cpus,
+        Some(4),
+        "16 cores used, 4 requested: never above the request"
+    );
+    let t_plain = rec.time_s.unwrap();
+    assert!(t_plain >= 1100.0 && t_plain % 60.0 == 0.0, "{t_plain}");
+    for i in 200..204 {
+        h.push_str(&job(i, "TIMEOUT", 3000.0, 65536.0, 7200.0, 100.0, 100.0));
+    }
+    let rec = recommend(dir.path(), &h, &[]);
+    assert!(rec.time_s.unwrap() > 7200.0, "{:?}", rec.time_s);
+}
+
+#[test]
+fn small_peaks_are_raised_to_the_floor() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recommend(dir.path(), &history(30, 100.0), &[]);
+    assert_eq!(rec.mem_mb, Some(1024.0));
+}
+
+#[test]
+fn the_model_tier_follows_the_fitted_model_and_fit_refuses_too_few_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = dir.path().join("m.json");
+    let m = models.to_str().unwrap();
+    // Other tools' jobs (no star history) with peak = 1000 + 2 x input.
+    let hist: String = (0..30)
+        .map(|i| {
+            let input = 100.0 * (i + 1) as f64;
+            job(
+                i,
+                "COMPLETED",
+                1000.0 + 2.0 * input + (i % 3) as f64,
+                9e4,
+                100.0,
+                100.0,
+                input,
+            )
+        })
+        .collect();
+    let few: String = hist.lines().take(18).map(|l| format!("{l}\n")).collect();
+    let h_few = write(dir.path(), "few.ndjson", &few);
+    let (code, _, err) = cli(&["fit", "--history", &h_few, "--models", m], "");
+    assert_eq!(code, 1, "9 jobs: {err}");
+    assert!(err.contains("no tool has the 10 completed jobs"), "{err}");
+    assert!(!models.exists());
+    let h = write(dir.path(), "h.ndjson", &hist);
+    let (code, _, err) = cli(&["fit", "--history", &h, "--models", m], "");
+    assert_eq!(code, 0, "{err}");
+    let mode = std::fs::metadata(&models).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "no temporary file left");
+    // No star history of this user: the model tier, predicting 1000 + 2 x 5000.
+    let a = write(dir.path(), "a.ndjson", &analysis(5000.0));
+    let (code, out, err) = cli(&["recommend", &a, "--models", m, "--format", "ndjson"], "");
+    assert_eq!(code, 0, "{err}");
+    let rec = rec_of(&out);
+    assert_eq!(rec.basis["mem_mb"].tier, Tier::Model);
+    let mem = rec.mem_mb.unwrap();
+    assert!((11000.0..11520.0).contains(&mem), "{mem}");
+}
+
+#[test]
+fn formats_text_ndjson_and_sbatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = write(dir.path(), "h.ndjson", &history(40, 14000.0));
+    let a = analysis(1000.0);
+    let (code, out, err) = cli(
+        &["recommend", "-", "--history", &h, "--format", "sbatch"],
+        &a,
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("#SBATCH --mem="), "{out}");
+    assert!(lines.contains(&"#SBATCH --cpus-per-task=4"), "{out}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("#SBATCH --time=00:")),
+        "{out}"
+    );
+    let (code, out, _) = cli(&["recommend", "-", "--history", &h], &a);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("--mem 64G -> "), "{out}");
+    assert!(
+        out.contains("40 earlier star jobs of yours peaked at most 13.7G"),
+        "{out}"
+    );
+    assert_eq!(out.lines().count(), 3, "mem, cpus, time: {out}");
+    let (code, _, err) = cli(&["recommend", "-", "--format", "xml"], &a);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, _) = cli(&["recommend", "-", "--history", "-"], &a);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn a_bad_history_line_is_reported_with_its_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = write(dir.path(), "h.ndjson", &(history(10, 3000.0) + "{oops\n"));
+    let a = write(dir.path(), "a.ndjson", &analysis(10.0));
+    let (code, out, err) = cli(&["recommend", &a, "--history", &h], "");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("line 21:"), "{err}");
+    assert!(out.contains("--mem"), "the advice is still printed: {out}");
+}
+
+#[test]
+fn every_flag_in_the_help_is_in_the_man_page() {
+    let man = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../man/hpc-model.1"
+    ))
+    .unwrap();
+    for sub in ["recommend", "fit", "backtest"] {
+        let (code, out, _) = cli(&[sub, "--help"], "");
+        assert_eq!(code, 0);
+        for flag in out
+            .split_whitespace()
+            .filter(|w| w.starts_with("--") && w.len() > 2 && !w.starts_with("--help"))
+        {
+            let flag = flag.trim_end_matches(|c: char| !c.is_alphanumeric());
+            let roff = flag.replace('-', "\\-");
+            assert!(
+                man.contains(&roff),
+                "{sub} {flag} is not in man/hpc-model.1"
+            );
+        }
+    }
+}
