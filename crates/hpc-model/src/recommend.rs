@@ -173,11 +173,13 @@ fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
         .table
         .tool(&an.tool)
         .map_or(DEFAULT_BASE_MB, |t| t.base_mem_mb);
+    // `+ 0.0`: an empty sum of f64 is -0.0, which would print as "-0.0G".
     let inputs: f64 = an
         .inputs
         .iter()
         .filter_map(|f| f.size_mb.map(|s| s * f.mem_factor))
-        .sum();
+        .sum::<f64>()
+        + 0.0;
     let guess = base + inputs;
     let value = an.request.mem_mb.map_or(guess, |q| q.max(guess));
     let note = format!(
@@ -211,17 +213,17 @@ fn cpus(i: &Inputs, past: &[&Past]) -> Option<(u32, Basis)> {
         let why = basis(Tier::History, "p90 of cores used", Some(used.len()), note);
         ((q.ceil() as u32).max(1), why)
     } else {
-        let table = i.table.tool(&i.analysis.tool).and_then(|t| t.cpus);
-        let v = table.or(asked)?;
-        (
-            v,
-            basis(
-                Tier::Heuristic,
+        // Like memory and time, a cold start never lowers a request: the
+        // table's CPUs stand in only where the script asks for none.
+        let (v, method, note) = match asked {
+            Some(a) => (a, "request", "no earlier jobs: as requested"),
+            None => (
+                i.table.tool(&i.analysis.tool).and_then(|t| t.cpus)?,
                 "tool table",
-                None,
-                "no earlier jobs: the tool's usual CPUs".into(),
+                "no earlier jobs: the tool's usual CPUs",
             ),
-        )
+        };
+        (v, basis(Tier::Heuristic, method, None, note.into()))
     };
     Some((asked.map_or(value, |a| value.min(a)), why))
 }

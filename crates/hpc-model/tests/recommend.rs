@@ -302,3 +302,25 @@ fn every_flag_in_the_help_is_in_the_man_page() {
         }
     }
 }
+
+#[test]
+fn a_cold_start_keeps_the_cpus_asked_for() {
+    // The table gives seurat 1 CPU; a script asking 8 with no history must
+    // keep its 8 (it once came out as 1), as memory and time keep theirs.
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(
+        dir.path(),
+        "a.ndjson",
+        r#"{"kind":"analysis","script":"s.sbatch","script_sha256":"00","request":{"mem_mb":8192,"cpus":8},"tool":"seurat"}"#,
+    );
+    let h = write(dir.path(), "h.ndjson", "");
+    let (code, out, err) = cli(
+        &["recommend", &a, "--history", &h, "--format", "ndjson"],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    let rec = rec_of(&out);
+    assert_eq!(rec.cpus, Some(8), "{out}");
+    assert_eq!(rec.basis["cpus"].tier, Tier::Heuristic);
+    assert_eq!(rec.mem_mb, Some(8192.0), "{out}");
+}
