@@ -2,27 +2,17 @@
 //! truncated last line. Kept in this one module so that it can move to the
 //! shared hpc-core loop when that lands.
 
-use std::borrow::Cow;
-
 use hpc_core::ndjson::{open_input, LineReader, Rejects};
 use hpc_core::paths::escaped;
 use hpc_core::Result;
-use serde::Deserialize;
 
-/// The `kind` of a line, read without building the rest.
-#[derive(Deserialize)]
-struct Head<'a> {
-    #[serde(borrow, default)]
-    kind: Option<Cow<'a, str>>,
-}
-
-/// Reads every input (`-` or none: stdin) and hands each record's kind and
-/// text to `take`, which says why a record is bad. Blank lines are skipped;
+/// Reads every input (`-` or none: stdin) and hands each line's text to
+/// `take`, which says why a record is bad. Blank lines are skipped;
 /// bad lines are reported through `rejects`. Returns the lines read.
 pub fn read_records(
     inputs: &[String],
     rejects: &mut Rejects,
-    mut take: impl FnMut(&str, &str) -> std::result::Result<(), String>,
+    mut take: impl FnMut(&str) -> std::result::Result<(), String>,
 ) -> Result<u64> {
     let stdin = ["-".to_string()];
     let inputs = if inputs.is_empty() {
@@ -45,12 +35,7 @@ pub fn read_records(
             if line.text.trim().is_empty() {
                 continue;
             }
-            let verdict = match serde_json::from_str::<Head>(line.text) {
-                Ok(Head { kind: Some(kind) }) => take(&kind, line.text),
-                Ok(Head { kind: None }) => Err("no \"kind\"".into()),
-                Err(e) => Err(format!("not JSON: {e}")),
-            };
-            match verdict {
+            match take(line.text) {
                 Ok(()) => {}
                 Err(why) if line.unterminated => {
                     let why = format!("cut last line ignored ({})", escaped(&why));

@@ -183,7 +183,7 @@ impl Format {
 pub fn read_stream(inputs: &[String]) -> Result<(Stream, Rejects, u64)> {
     let mut stream = Stream::default();
     let mut rejects = Rejects::new("hpc-plot");
-    let lines = input::read_records(inputs, &mut rejects, |kind, text| stream.add(kind, text))?;
+    let lines = input::read_records(inputs, &mut rejects, |text| stream.add(text))?;
     Ok((stream, rejects, lines))
 }
 

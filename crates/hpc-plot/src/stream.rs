@@ -2,9 +2,11 @@
 //! host, and the job-wide one), job records, flags, summaries, report rows
 //! and recommendations.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use hpc_core::record::{from_line, Flag, Job, Meta, Sample, Summary};
+use hpc_core::record::{from_line, Flag, Job, Meta, Summary};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// The plotted quantities of a sample, in the order of [`Series::cols`].
@@ -29,8 +31,68 @@ pub enum Col {
 /// How many [`Col`]s there are.
 pub const NCOLS: usize = 7;
 
+/// A line read once: its kind, and the sample fields that are drawn (the
+/// other fields are skipped by the parser, and other kinds parsed again as
+/// their record type).
+#[derive(Deserialize)]
+struct LineView<'a> {
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    t: Option<f64>,
+    #[serde(borrow, default)]
+    host: Option<Cow<'a, str>>,
+    #[serde(borrow, default, deserialize_with = "job_id_de")]
+    job_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    rss_mb: Option<f64>,
+    #[serde(default)]
+    cpu_cores: Option<f64>,
+    #[serde(default)]
+    read_mbps: Option<f64>,
+    #[serde(default)]
+    write_mbps: Option<f64>,
+    #[serde(default)]
+    threads: Option<f64>,
+    #[serde(default)]
+    lustre_read_mbps: Option<f64>,
+    #[serde(default)]
+    lustre_write_mbps: Option<f64>,
+    #[serde(default)]
+    numa_miss_rate: Option<f64>,
+}
+
+/// A job id written as a string (borrowed when it can be) or a number.
+fn job_id_de<'de: 'a, 'a, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Cow<'a, str>>, D::Error> {
+    struct Id;
+    impl<'de> serde::de::Visitor<'de> for Id {
+        type Value = Option<Cow<'de, str>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a job id (string or number)")
+        }
+        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Borrowed(v)))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+            Ok(Some(Cow::Owned(v.to_string())))
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    }
+    d.deserialize_any(Id)
+}
+
 /// The plotted values of one sample; NaN where the source is absent.
-fn values(s: &Sample) -> [f32; NCOLS] {
+fn values(s: &LineView) -> [f32; NCOLS] {
     let v = |x: Option<f64>| x.map_or(f32::NAN, |x| x as f32);
     let lustre = hpc_core::num::sum_present(
         s.lustre_read_mbps.unwrap_or(f64::NAN),
@@ -41,7 +103,7 @@ fn values(s: &Sample) -> [f32; NCOLS] {
         v(s.cpu_cores),
         v(s.read_mbps),
         v(s.write_mbps),
-        v(s.threads.map(f64::from)),
+        v(s.threads),
         lustre as f32,
         v(s.numa_miss_rate),
     ]
@@ -57,9 +119,9 @@ pub struct Series {
 }
 
 impl Series {
-    /// Appends one sample.
-    pub fn push(&mut self, s: &Sample) {
-        self.t.push(s.t);
+    /// Appends one sample at time `t`.
+    fn push(&mut self, t: f64, s: &LineView) {
+        self.t.push(t);
         for (col, v) in self.cols.iter_mut().zip(values(s)) {
             col.push(v);
         }
@@ -119,32 +181,44 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// Adds one record; says why it is bad. Kinds that are not drawn are
-    /// ignored.
-    pub fn add(&mut self, kind: &str, text: &str) -> Result<(), String> {
-        match kind {
-            "sample" => {
-                let s: Sample = from_line(text)?;
-                if !s.t.is_finite() {
-                    return Err("sample: t is not a finite number".into());
-                }
-                let job = self.job_series(s.job_id.as_deref());
-                match &s.host {
-                    Some(h) => job.hosts.entry(h.clone()).or_default().push(&s),
-                    None => job.aggregate.get_or_insert_with(Series::default).push(&s),
+    /// Adds one record line; says why it is bad. Kinds that are not drawn
+    /// are ignored.
+    pub fn add(&mut self, text: &str) -> Result<(), String> {
+        let v: LineView = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let typed = |e: serde_json::Error| e.to_string();
+        match v.kind.as_deref() {
+            None => return Err("no \"kind\"".into()),
+            Some("sample") => {
+                let t =
+                    v.t.filter(|t| t.is_finite())
+                        .ok_or("sample: t is not a finite number")?;
+                let job = self.job_series(v.job_id.as_deref());
+                match &v.host {
+                    Some(h) => match job.hosts.get_mut(h.as_ref()) {
+                        Some(series) => series.push(t, &v),
+                        None => job.hosts.entry(h.to_string()).or_default().push(t, &v),
+                    },
+                    None => job
+                        .aggregate
+                        .get_or_insert_with(Series::default)
+                        .push(t, &v),
                 }
             }
-            "meta" => {
+            Some("meta") => {
                 let m: Meta = from_line(text)?;
                 let job = self.job_series(m.job_id.as_deref());
                 job.meta_req.insert(m.host, (m.req_mem_mb, m.req_cpus));
             }
-            "job" => self.jobs.push(from_line(text)?),
-            "flag" => self.flags.push(from_line(text)?),
-            "summary" => self.summaries.push(from_line(text)?),
-            "report" => self.reports.push(object(text)?),
-            "rec" => self.recs.push(object(text)?),
-            _ => {}
+            Some("job") => self
+                .jobs
+                .push(serde_json::from_str::<Job>(text).map_err(typed)?),
+            Some("flag") => self
+                .flags
+                .push(serde_json::from_str::<Flag>(text).map_err(typed)?),
+            Some("summary") => self.summaries.push(from_line(text)?),
+            Some("report") => self.reports.push(object(text)?),
+            Some("rec") => self.recs.push(object(text)?),
+            Some(_) => {}
         }
         Ok(())
     }

@@ -70,11 +70,7 @@ fn full_day() -> String {
 fn stream_of(text: &str) -> Stream {
     let mut s = Stream::default();
     for line in text.lines() {
-        let kind = serde_json::from_str::<serde_json::Value>(line).unwrap()["kind"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        s.add(&kind, line).unwrap();
+        s.add(line).unwrap();
     }
     s
 }
