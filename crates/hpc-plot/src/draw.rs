@@ -98,9 +98,10 @@ pub fn draw_job<DB: DrawingBackend>(
         .collect()
 }
 
-/// The points of a reduced line: per column its minimum and maximum, in the
-/// order that joins the previous column most closely.
-fn points(line: &Line) -> Vec<(f64, f64)> {
+/// The envelope of a reduced line: per column a vertical stroke from its
+/// minimum to its maximum (joined in the order that meets the previous
+/// column), so a one-sample spike is drawn; drawn 1 pixel wide.
+fn envelope(line: &Line) -> Vec<(f64, f64)> {
     let mut out = Vec::with_capacity(line.bins.len() * 2);
     let mut last: Option<f64> = None;
     for (i, b) in line.bins.iter().enumerate() {
@@ -118,11 +119,20 @@ fn points(line: &Line) -> Vec<(f64, f64)> {
     out
 }
 
-fn line_style(line: &Line) -> ShapeStyle {
+/// The line through the columns' means.
+fn means(line: &Line) -> Vec<(f64, f64)> {
+    let bins = line.bins.iter().enumerate();
+    bins.filter_map(|(i, b)| Some((i as f64 + 0.5, (*b)?.mean())))
+        .collect()
+}
+
+/// The envelope's and the mean line's styles: the job-wide mean line bold
+/// in the trace's colour over a pale envelope, a node's thin and paler.
+fn line_styles(line: &Line) -> (ShapeStyle, ShapeStyle) {
     let c = TRACE_COLORS[line.trace % TRACE_COLORS.len()];
     match line.host {
-        None => c.stroke_width(2),
-        Some(_) => c.mix(0.45).stroke_width(1),
+        None => (c.mix(0.4).stroke_width(1), c.stroke_width(2)),
+        Some(_) => (c.mix(0.2).stroke_width(1), c.mix(0.5).stroke_width(1)),
     }
 }
 
@@ -177,12 +187,12 @@ fn draw_panel<DB: DrawingBackend>(
     }
     draw_legend(&plotting, p)?;
     for line in &p.lines {
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                points(line),
-                line_style(line),
-            )))
-            .map_err(drawing)?;
+        let (thin, bold) = line_styles(line);
+        let paths = [
+            PathElement::new(envelope(line), thin),
+            PathElement::new(means(line), bold),
+        ];
+        chart.draw_series(paths).map_err(drawing)?;
     }
     if let Some(r) = p.reference {
         chart
@@ -195,7 +205,7 @@ fn draw_panel<DB: DrawingBackend>(
         chart
             .draw_series(std::iter::once(Text::new(
                 label,
-                (n * 0.86, r),
+                (n * 0.86, r + y_max * 0.06),
                 font(11.0).color(&REFERENCE),
             )))
             .map_err(drawing)?;

@@ -82,9 +82,21 @@ struct Image {
 }
 
 impl Image {
-    fn is(&self, x: i32, y: i32, c: RGBColor) -> bool {
+    fn px(&self, x: i32, y: i32) -> [u8; 3] {
         let i = (y as usize * self.width + x as usize) * 3;
-        self.rgb[i..i + 3] == [c.0, c.1, c.2]
+        [self.rgb[i], self.rgb[i + 1], self.rgb[i + 2]]
+    }
+
+    /// Exactly colour `c`, or for a trace colour also its pale envelope
+    /// (the same hue blended with white).
+    fn is(&self, x: i32, y: i32, c: RGBColor) -> bool {
+        let [r, g, b] = self.px(x, y);
+        if [r, g, b] == [c.0, c.1, c.2] {
+            return true;
+        }
+        let pale =
+            |v: u8, cv: u8| (i32::from(v) - (255 - (255 - i32::from(cv)) * 4 / 10)).abs() <= 2;
+        TRACE_COLORS.contains(&c) && pale(r, c.0) && pale(g, c.1) && pale(b, c.2)
     }
 
     /// Pixels of colour `c` in rows `rows` and columns `cols`.
