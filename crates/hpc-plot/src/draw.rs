@@ -279,8 +279,11 @@ fn draw_marks<DB: DrawingBackend>(chart: &mut Chart<'_, DB>, p: &Panel, y_max: f
     Ok(())
 }
 
-/// A value for a label: `4.0`, `0.20`, `120`.
+/// A value for a label: `4`, `3.5`, `0.20`, `120`.
 pub fn short_value(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        return format!("{v:.0}");
+    }
     match v.abs() {
         a if a >= 100.0 => format!("{v:.0}"),
         a if a >= 1.0 => format!("{v:.1}"),

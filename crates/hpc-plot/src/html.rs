@@ -414,3 +414,25 @@ fn remove_stale(dir: &Path, keep: &HashSet<String>) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_covers_markup_and_quotes() {
+        assert_eq!(
+            escape("<script>alert('x')</script> & \"y\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;y&quot;"
+        );
+    }
+
+    #[test]
+    fn user_files_are_safe_and_distinct() {
+        assert_eq!(user_file("ann-1"), "user-ann-1.html");
+        assert_eq!(user_file("../x"), "user-_2E_2E_2Fx.html");
+        assert_ne!(user_file("a_b"), user_file("a.b"));
+        assert_ne!(user_file("a_2E"), user_file("a."));
+        assert_eq!(user_file("jörg"), "user-j_C3_B6rg.html");
+    }
+}

@@ -249,3 +249,38 @@ pub fn main_with(args: Args) -> Result<()> {
     };
     rejects.finish(lines)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_format_comes_from_the_flag_then_the_name() {
+        let all = [Format::Png, Format::Svg, Format::Txt];
+        assert_eq!(
+            Format::pick(None, "a.PNG", Format::Txt, &all).unwrap(),
+            Format::Png
+        );
+        assert_eq!(
+            Format::pick(Some("svg"), "a.png", Format::Txt, &all).unwrap(),
+            Format::Svg
+        );
+        assert_eq!(
+            Format::pick(None, "-", Format::Txt, &all).unwrap(),
+            Format::Txt
+        );
+        assert_eq!(
+            Format::pick(None, "a.out", Format::Png, &all).unwrap(),
+            Format::Png
+        );
+        assert!(matches!(
+            Format::pick(Some("gif"), "-", Format::Txt, &all),
+            Err(Error::Usage(_))
+        ));
+        let images = [Format::Png, Format::Svg];
+        assert!(matches!(
+            Format::pick(Some("txt"), "-", Format::Svg, &images),
+            Err(Error::Usage(_))
+        ));
+    }
+}
