@@ -194,22 +194,7 @@ fn draw_panel<DB: DrawingBackend>(
         ];
         chart.draw_series(paths).map_err(drawing)?;
     }
-    if let Some(r) = p.reference {
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(0.0, r), (n, r)],
-                REFERENCE.stroke_width(2),
-            )))
-            .map_err(drawing)?;
-        let label = format!("{} {}", p.def.reference_label, short_value(r));
-        chart
-            .draw_series(std::iter::once(Text::new(
-                label,
-                (n * 0.86, r + y_max * 0.06),
-                font(11.0).color(&REFERENCE),
-            )))
-            .map_err(drawing)?;
-    }
+    draw_reference(&mut chart, p, y_max)?;
     draw_marks(&mut chart, p, y_max)?;
     Ok(geom)
 }
@@ -238,6 +223,32 @@ type Chart<'a, DB> = ChartContext<
     DB,
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
+
+/// The panel's reference line (red) with its label above it.
+fn draw_reference<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    p: &Panel,
+    y_max: f64,
+) -> Result<()> {
+    let n = chart.x_range().end;
+    if let Some(r) = p.reference {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(0.0, r), (n, r)],
+                REFERENCE.stroke_width(2),
+            )))
+            .map_err(drawing)?;
+        let label = format!("{} {}", p.def.reference_label, short_value(r));
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label,
+                (n * 0.86, r + y_max * 0.06),
+                font(11.0).color(&REFERENCE),
+            )))
+            .map_err(drawing)?;
+    }
+    Ok(())
+}
 
 fn draw_marks<DB: DrawingBackend>(chart: &mut Chart<'_, DB>, p: &Panel, y_max: f64) -> Result<()> {
     let n = chart.x_range().end;
