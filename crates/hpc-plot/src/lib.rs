@@ -124,7 +124,7 @@ pub struct MailArgs {
     /// the From address (default: none, sendmail sets it)
     #[argh(option)]
     pub from: Option<String>,
-    /// only jobs that ended at or after this UTC time (YYYY-MM-DD[THH:MM:SS])
+    /// only jobs that ended at or after this UTC time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS)
     #[argh(option)]
     pub since: Option<String>,
     /// input files, or - for stdin (default)

@@ -205,7 +205,7 @@ fn draw_bars<DB: DrawingBackend>(
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(64)
-        .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..top)?;
+        .build_cartesian_2d((0..n.max(2) - 1).into_segmented(), 0.0..top)?;
     let keys = &bars.keys;
     let label = |v: &SegmentValue<usize>| match v {
         SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {

@@ -281,6 +281,13 @@ fn report_rows_draw_bars() {
     assert_eq!(code, 0, "{err}");
     let svg = String::from_utf8(svg).unwrap();
     assert!(svg.contains("CPU hours by user") && svg.contains("\nann\n") && svg.contains("(none)"));
+    // One key alone: bars of a positive width (Chromium reports a negative
+    // one as an error).
+    let one = rows.lines().next().unwrap();
+    let (code, svg, _) = cli(&["report"], one.as_bytes());
+    assert_eq!(code, 0);
+    let svg = String::from_utf8(svg).unwrap();
+    assert!(svg.contains("<rect") && !svg.contains("width=\"-"), "{svg}");
     let (code, png, _) = cli(&["report", "--format", "png"], rows.as_bytes());
     assert_eq!(code, 0);
     assert_eq!(&png[1..4], b"PNG");
