@@ -53,3 +53,12 @@ hpc-merge "$run" | hpc-flags | tee "$data/job.ndjson" | grep -E '"kind":"(summar
 grep -v '"kind":"sample"' "$data/job.ndjson" | hpc-store put
 
 say "Done. The demo database is $data/hpc-sizer/hpc-sizer.db"
+
+say "6. Draw the probe run and write the HTML report of the database"
+cargo build --release --quiet -p hpc-plot
+hpc-plot job -o "$data/run.png" "$run"
+hpc-plot job --format txt --width 60 "$run"
+(hpc-store report --format ndjson --by user; hpc-store report --format ndjson --by partition
+ hpc-store dump --kind job,flag,summary) | hpc-plot html --out "$data/report"
+echo "The probe run's plot: $data/run.png"
+echo "The HTML report: $data/report/index.html"

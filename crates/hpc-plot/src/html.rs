@@ -1,0 +1,438 @@
+//! The static HTML report: `index.html` (totals, the report tables and
+//! charts, the worst-wasting jobs, flag counts) and one page per user (their
+//! jobs, flags with reasons, plots where series exist, the recommendation).
+//! Pages are self-contained (inline CSS and SVG, no scripts) and every
+//! user-controlled string is escaped.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use hpc_core::paths::{create_private_dir, write_atomic};
+use hpc_core::record::{Flag, Job};
+use hpc_core::{IoContext, Result};
+use serde_json::{Map, Value};
+
+use crate::draw::{self, short_value};
+use crate::panels::plan;
+use crate::report::{charts, draw_charts, rows_by_key, size, Row};
+use crate::spark::title;
+use crate::stream::Stream;
+
+/// `s` escaped for HTML text and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The file name of a user's page: bytes other than ASCII letters, digits
+/// and `-` are written `_XX` (hex), so every user has one safe name.
+pub fn user_file(user: &str) -> String {
+    let mut s = String::from("user-");
+    for b in user.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' {
+            s.push(b as char);
+        } else {
+            let _ = write!(s, "_{b:02X}");
+        }
+    }
+    s.push_str(".html");
+    s
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
+table{border-collapse:collapse;margin:.5em 0 1.5em}\
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
+td.l,th.l{text-align:left}th{background:#eee}h2{margin-top:1.5em}\
+.flag{color:#b35900}svg{max-width:100%;height:auto}";
+
+/// A whole page around `body`. The content security policy allows no
+/// scripts and nothing from elsewhere.
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\
+<title>{}</title><style>{STYLE}</style></head><body>\n{body}</body></html>\n",
+        escape(title)
+    )
+}
+
+/// What the pages look things up by.
+pub struct Index<'a> {
+    /// Jobs by user (`(none)` when absent), in input order.
+    pub by_user: BTreeMap<&'a str, Vec<&'a Job>>,
+    /// Flags by job id.
+    pub flags: HashMap<&'a str, Vec<&'a Flag>>,
+    /// Recommendations by user.
+    pub recs: HashMap<&'a str, Vec<&'a Map<String, Value>>>,
+}
+
+/// The user of a job, `(none)` when absent.
+pub fn user_of(j: &Job) -> &str {
+    j.user.as_deref().unwrap_or("(none)")
+}
+
+impl<'a> Index<'a> {
+    /// Indexes a stream.
+    pub fn new(stream: &'a Stream) -> Self {
+        let mut by_user: BTreeMap<&str, Vec<&Job>> = BTreeMap::new();
+        for j in &stream.jobs {
+            by_user.entry(user_of(j)).or_default().push(j);
+        }
+        let mut flags: HashMap<&str, Vec<&Flag>> = HashMap::new();
+        for f in &stream.flags {
+            flags.entry(f.job_id.as_str()).or_default().push(f);
+        }
+        let mut recs: HashMap<&str, Vec<&Map<String, Value>>> = HashMap::new();
+        for r in &stream.recs {
+            let user = r.get("user").and_then(Value::as_str).unwrap_or("(none)");
+            by_user.entry(user).or_default();
+            recs.entry(user).or_default().push(r);
+        }
+        Index {
+            by_user,
+            flags,
+            recs,
+        }
+    }
+
+    /// The flags of a job.
+    pub fn flags_of(&self, j: &Job) -> impl Iterator<Item = &&'a Flag> {
+        let raw = (j.job_id_raw != j.job_id).then_some(j.job_id_raw.as_str());
+        let a = self.flags.get(j.job_id.as_str()).into_iter().flatten();
+        let b = raw.and_then(|r| self.flags.get(r)).into_iter().flatten();
+        a.chain(b)
+    }
+}
+
+fn num(v: Option<f64>) -> String {
+    v.map(short_value).unwrap_or_default()
+}
+
+fn wasted(j: &Job) -> f64 {
+    j.cpu_hours_wasted.unwrap_or(0.0) + j.mem_gb_hours_wasted.unwrap_or(0.0)
+}
+
+const JOB_HEAD: &str = "<tr><th class=l>job</th><th class=l>user</th><th class=l>name</th>\
+<th class=l>state</th><th class=l>end</th><th>elapsed</th><th>CPUs</th><th>req GiB</th>\
+<th>peak GiB</th><th>CPU eff %</th><th>mem eff %</th><th>CPU h wasted</th><th>GiB h wasted</th></tr>\n";
+
+/// One job as a table row.
+pub fn job_row(j: &Job) -> String {
+    let gib = |m: Option<f64>| num(m.map(|m| m / 1024.0));
+    format!(
+        "<tr><td class=l>{}</td><td class=l>{}</td><td class=l>{}</td><td class=l>{}</td><td class=l>{}</td>\
+<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        escape(&j.job_id),
+        escape(user_of(j)),
+        escape(j.job_name.as_deref().unwrap_or("")),
+        escape(&j.state),
+        escape(j.end.as_deref().unwrap_or("")),
+        j.elapsed_s.map(draw::short_duration).unwrap_or_default(),
+        j.alloc_cpus.map(|c| c.to_string()).unwrap_or_default(),
+        gib(j.req_mem_mb),
+        gib(j.max_rss_mb),
+        num(j.cpu_eff),
+        num(j.mem_eff),
+        num(j.cpu_hours_wasted),
+        num(j.mem_gb_hours_wasted),
+    )
+}
+
+fn report_table(by: &str, rows: &[Row]) -> String {
+    let mut s = format!(
+        "<table><tr><th class=l>{}</th><th>jobs</th><th>CPU h</th><th>CPU eff %</th><th>CPU h wasted</th>\
+<th>GiB h</th><th>mem eff %</th><th>GiB h wasted</th><th>GPU h</th></tr>\n",
+        escape(by)
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "<tr><td class=l>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&r.key), r.jobs, short_value(r.cpu_h), num(r.cpu_eff), short_value(r.cpu_wasted_h),
+            short_value(r.mem_gbh), num(r.mem_eff), short_value(r.mem_wasted_gbh), short_value(r.gpu_h)
+        );
+    }
+    s.push_str("</table>\n");
+    s
+}
+
+fn totals(stream: &Stream, idx: &Index) -> String {
+    let sum = |f: fn(&Job) -> Option<f64>| stream.jobs.iter().filter_map(f).sum::<f64>();
+    format!(
+        "<table><tr><th class=l>jobs</th><td>{}</td></tr><tr><th class=l>users</th><td>{}</td></tr>\
+<tr><th class=l>CPU hours reserved</th><td>{}</td></tr><tr><th class=l>CPU hours wasted</th><td>{}</td></tr>\
+<tr><th class=l>memory GiB-hours reserved</th><td>{}</td></tr><tr><th class=l>memory GiB-hours wasted</th><td>{}</td></tr>\
+<tr><th class=l>GPU hours reserved</th><td>{}</td></tr><tr><th class=l>flags</th><td>{}</td></tr></table>\n",
+        stream.jobs.len(),
+        idx.by_user.len(),
+        short_value(sum(|j| j.cpu_hours_reserved)),
+        short_value(sum(|j| j.cpu_hours_wasted)),
+        short_value(sum(|j| j.mem_gb_hours_reserved)),
+        short_value(sum(|j| j.mem_gb_hours_wasted)),
+        short_value(sum(|j| j.gpu_hours_reserved)),
+        stream.flags.len(),
+    )
+}
+
+/// How many worst-wasting jobs the index lists.
+pub const WORST: usize = 25;
+
+/// The index page's body.
+pub fn index_body(stream: &Stream, idx: &Index, heading: &str) -> Result<String> {
+    let mut s = format!(
+        "<h1>{}</h1>\n<h2>Totals</h2>\n{}",
+        escape(heading),
+        totals(stream, idx)
+    );
+    let effs: Vec<f64> = stream.jobs.iter().filter_map(|j| j.mem_eff).collect();
+    for (by, rows) in rows_by_key(stream) {
+        let _ = writeln!(s, "<h2>By {}</h2>", escape(&by));
+        s.push_str(&report_table(&by, &rows));
+        let c = charts(&by, &rows, &effs);
+        let (svg, ()) = draw::svg(size(&c), |root| draw_charts(root, &c))?;
+        s.push_str(&svg);
+    }
+    let mut worst: Vec<&Job> = stream.jobs.iter().filter(|j| wasted(j) > 0.0).collect();
+    worst.sort_by(|a, b| wasted(b).total_cmp(&wasted(a)));
+    let _ = writeln!(
+        s,
+        "<h2>The {} jobs that wasted most</h2>\n<table>{JOB_HEAD}",
+        WORST.min(worst.len())
+    );
+    for j in worst.iter().take(WORST) {
+        s.push_str(&job_row(j));
+    }
+    s.push_str(
+        "</table>\n<h2>Flags by kind</h2>\n<table><tr><th class=l>flag</th><th>count</th></tr>\n",
+    );
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for f in &stream.flags {
+        *counts.entry(f.flag.as_str()).or_default() += 1;
+    }
+    for (f, n) in counts {
+        let _ = writeln!(s, "<tr><td class=l>{}</td><td>{n}</td></tr>", escape(f));
+    }
+    s.push_str("</table>\n<h2>Users</h2>\n<ul>\n");
+    for (user, jobs) in &idx.by_user {
+        let _ = writeln!(
+            s,
+            "<li><a href=\"{}\">{}</a> ({} jobs)</li>",
+            escape(&user_file(user)),
+            escape(user),
+            jobs.len()
+        );
+    }
+    s.push_str("</ul>\n");
+    Ok(s)
+}
+
+/// A recommendation record as a short list: what is present.
+pub fn rec_lines(r: &Map<String, Value>) -> Vec<String> {
+    let f = |k: &str| r.get(k).and_then(Value::as_f64);
+    let t = |k: &str| r.get(k).and_then(Value::as_str);
+    let mut out = Vec::new();
+    let note = |res: &str| {
+        r.get("basis")
+            .and_then(|b| b.get(res))
+            .and_then(|b| b.get("note"))
+            .and_then(Value::as_str)
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
+    };
+    if let Some(tool) = t("tool") {
+        out.push(format!("for {tool}"));
+    }
+    let items: [(&str, &str, Option<String>); 4] = [
+        (
+            "memory",
+            "mem",
+            f("mem_mb").map(|m| format!("{} GiB", short_value(m / 1024.0))),
+        ),
+        ("CPUs", "cpus", f("cpus").map(short_value)),
+        ("time", "time", f("time_s").map(draw::short_duration)),
+        ("GPUs", "gpus", f("gpus").map(short_value)),
+    ];
+    for (name, res, v) in items {
+        if let Some(v) = v {
+            let n = if note(res).is_empty() {
+                note(name)
+            } else {
+                note(res)
+            };
+            out.push(format!("{name}: {v}{n}"));
+        }
+    }
+    if let Some(risk) = r.get("risk").filter(|v| !v.is_null()) {
+        out.push(format!(
+            "risk: {}",
+            risk.as_str()
+                .map_or_else(|| risk.to_string(), str::to_string)
+        ));
+    }
+    if let Some(Value::Object(basis)) = r.get("basis") {
+        for (k, v) in basis {
+            let known = ["mem", "memory", "cpus", "CPUs", "time", "gpus", "GPUs"];
+            if let (false, Some(n)) = (
+                known.contains(&k.as_str()),
+                v.get("note").and_then(Value::as_str),
+            ) {
+                out.push(format!("{k}: {n}"));
+            }
+        }
+    }
+    out
+}
+
+/// The body of a user's section: jobs, flags with reasons, plots, advice.
+/// `plots` is false in mail (no images there).
+pub fn user_body(
+    stream: &Stream,
+    idx: &Index,
+    user: &str,
+    jobs: &[&Job],
+    plots: bool,
+) -> Result<String> {
+    let mut s = format!(
+        "<h2>Jobs of {} ({})</h2>\n<table>{JOB_HEAD}",
+        escape(user),
+        jobs.len()
+    );
+    for j in jobs {
+        s.push_str(&job_row(j));
+    }
+    s.push_str("</table>\n<h2>Flags</h2>\n<table><tr><th class=l>job</th><th class=l>flag</th><th>value</th><th>threshold</th><th class=l>reason</th></tr>\n");
+    for j in jobs {
+        for f in idx.flags_of(j) {
+            let _ = writeln!(
+                s,
+                "<tr><td class=l>{}</td><td class=\"l flag\">{}</td><td>{}</td><td>{}</td><td class=l>{}</td></tr>",
+                escape(&j.job_id), escape(&f.flag), num(f.value), num(f.threshold), escape(&f.reason)
+            );
+        }
+    }
+    s.push_str("</table>\n");
+    if let Some(recs) = idx.recs.get(user) {
+        s.push_str("<h2>For the next job</h2>\n");
+        for r in recs {
+            s.push_str("<ul>\n");
+            for l in rec_lines(r) {
+                let _ = writeln!(s, "<li>{}</li>", escape(&l));
+            }
+            s.push_str("</ul>\n");
+        }
+    }
+    if plots {
+        let mut seen = HashSet::new();
+        for j in jobs {
+            for id in [&j.job_id, &j.job_id_raw] {
+                if stream.series.contains_key(id.as_str()) && seen.insert(id.as_str()) {
+                    s.push_str(&job_svg(stream, id)?);
+                }
+            }
+        }
+    }
+    Ok(s)
+}
+
+/// A job's six panels as inline SVG.
+pub fn job_svg(stream: &Stream, id: &str) -> Result<String> {
+    let width = 1000;
+    let Some(plot) = plan(stream, id, draw::job_columns(width)) else {
+        return Ok(String::new());
+    };
+    let samples = stream.series[id]
+        .all()
+        .map(|s| s.t.len())
+        .max()
+        .unwrap_or(0);
+    let head = title(&plot, samples);
+    let (svg, _) = draw::svg(draw::job_size(width), |root| {
+        draw::draw_job(root, &plot, &head)
+    })?;
+    Ok(format!("<h3>{}</h3>\n{svg}", escape(&head)))
+}
+
+/// Writes the report into `dir` (created 0700): `index.html` and one page
+/// per user, each atomically (0600). User pages of an earlier run that this
+/// run did not write are removed, so a re-run replaces the report.
+pub fn write_site(dir: &Path, stream: &Stream, heading: &str) -> Result<()> {
+    create_private_dir(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .ctx(|| format!("cannot chmod {}", hpc_core::paths::shown(dir)))?;
+    let idx = Index::new(stream);
+    let mut written = HashSet::new();
+    for (user, jobs) in &idx.by_user {
+        let name = user_file(user);
+        let mut body = format!("<p><a href=\"index.html\">{}</a></p>\n", escape(heading));
+        body.push_str(&user_body(stream, &idx, user, jobs, true)?);
+        let html = page(&format!("{heading}: {user}"), &body);
+        write_atomic(&dir.join(&name), |w| Ok(w.write_all(html.as_bytes())?))?;
+        written.insert(name);
+    }
+    let mut body = index_body(stream, &idx, heading)?;
+    let orphans: Vec<&String> = stream
+        .series_order
+        .iter()
+        .filter(|id| stream.job(id).is_none())
+        .collect();
+    if !orphans.is_empty() {
+        body.push_str("<h2>Series without a job record</h2>\n");
+        for id in orphans {
+            body.push_str(&job_svg(stream, id)?);
+        }
+    }
+    let html = page(heading, &body);
+    write_atomic(&dir.join("index.html"), |w| {
+        Ok(w.write_all(html.as_bytes())?)
+    })?;
+    remove_stale(dir, &written)
+}
+
+/// Removes `user-*.html` pages of `dir` that are not in `keep`.
+fn remove_stale(dir: &Path, keep: &HashSet<String>) -> Result<()> {
+    let entries =
+        std::fs::read_dir(dir).ctx(|| format!("cannot read {}", hpc_core::paths::shown(dir)))?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("user-") && name.ends_with(".html") && !keep.contains(&name) {
+            let p = e.path();
+            std::fs::remove_file(&p)
+                .ctx(|| format!("cannot remove {}", hpc_core::paths::shown(&p)))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_covers_markup_and_quotes() {
+        assert_eq!(
+            escape("<script>alert('x')</script> & \"y\""),
+            "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;y&quot;"
+        );
+    }
+
+    #[test]
+    fn user_files_are_safe_and_distinct() {
+        assert_eq!(user_file("ann-1"), "user-ann-1.html");
+        assert_eq!(user_file("../x"), "user-_2E_2E_2Fx.html");
+        assert_ne!(user_file("a_b"), user_file("a.b"));
+        assert_ne!(user_file("a_2E"), user_file("a."));
+        assert_eq!(user_file("jörg"), "user-j_C3_B6rg.html");
+    }
+}
