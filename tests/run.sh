@@ -36,7 +36,7 @@ step "cargo test"
 cargo test --workspace --locked
 
 step "SQLite only in hpc-db, hpc-ingest and hpc-store (cargo tree)"
-for c in hpc-core hpc-probe hpc-flags hpc-merge; do
+for c in hpc-core hpc-probe hpc-flags hpc-merge hpc-model hpc-plot; do
   if cargo tree --locked -p "$c" | grep -q rusqlite; then echo "$c depends on rusqlite" >&2; exit 1; fi
 done
 
@@ -49,7 +49,7 @@ for m in man/*.1; do
 done
 
 step "shell scripts (shellcheck)"
-shellcheck bin-wrappers/* tests/*.sh tests/slurm/*.sh bench/*.sh
+shellcheck bin-wrappers/* tests/*.sh tests/slurm/*.sh bench/*.sh examples/*.sh
 
 step "every binary has a man page"
 for main in crates/*/src/main.rs; do
@@ -59,6 +59,9 @@ done
 
 step "whole tools under faults (tests/faults.sh)"
 bash tests/faults.sh
+
+step "hpc-plot html in headless Chromium (tests/plot_chromium.sh)"
+bash tests/plot_chromium.sh
 
 # The real-SLURM scripts need root and apt (each installs the packages,
 # starts a one-node cluster of its own under /var/lib/hpc-sizer-slurm beside,
