@@ -126,12 +126,16 @@ for _ in range(20):
 time.sleep(2)
 '
 EOF
+# Five of them (an array), so that its tool (samtools, named in the
+# script) has the history tier's five earlier jobs.
 cat >sleeper.sbatch <<'EOF'
 #!/bin/bash
 #SBATCH --job-name=flow-sleep
 #SBATCH --cpus-per-task=2
 #SBATCH --mem=8G
-sleep 6
+#SBATCH --array=1-5
+echo "idle, no samtools run"
+sleep 4
 EOF
 cat >steps.sbatch <<EOF
 #!/bin/bash
@@ -226,7 +230,7 @@ check "the killed job has oom_killed" flag_of "${id[oom]}" oom_killed
 check "the sleeper has idle_cpu" flag_of "${id[sleeper]}" idle_cpu
 check "the 300 MB job has mem_overrequest" flag_of "${id[mem300]}" mem_overrequest
 check "the analysis records tie the jobs to their tool" \
-    bash -c "hpc-store dump --kind other | grep -q '\"job_id\":\"${id[sleeper]}\".*\"tool\":\"generic\"'"
+    bash -c "hpc-store dump --kind other | grep -q '\"job_id\":\"${id[sleeper]}_3\".*\"tool\":\"samtools\"'"
 
 # ---------------------------------------------------------------- [after merge] recommend, plot
 if [ "$has_recommend" = 1 ]; then
@@ -250,11 +254,17 @@ fi
 # ---------------------------------------------------------------- the scheduler
 out=$(hpc scheduler start --every 0 2>&1)
 check "hpc scheduler start ($out)" grep -q started <<<"$out"
+first=$(sed -n 's/.*started: job \([0-9]*\) .*/\1/p' <<<"$out")
+# chain_runs: this chain's runs in sacct ("id|state"), not an earlier test's.
+chain_runs() {
+    sacct -n -X -P -o JobID,State --name hpc-scheduler -S now-1hours 2>/dev/null |
+        awk -F '|' -v first="${first:-0}" '$1 + 0 >= first + 0'
+}
 out=$(hpc scheduler start 2>&1)
 check "a second start is refused while the chain runs ($out)" grep -q 'already running' <<<"$out"
 deadline=$((SECONDS + 60))
 while [ "$SECONDS" -lt "$deadline" ]; do
-    [ "$(sacct -n -X -P -o State --name hpc-scheduler -S now-1hours 2>/dev/null | grep -c COMPLETED)" -ge 2 ] && break
+    [ "$(chain_runs | grep -c COMPLETED)" -ge 2 ] && break
     sleep 1
 done
 status_out=$(hpc scheduler status 2>&1)
@@ -262,7 +272,7 @@ show "  status: " "$status_out"
 check "hpc scheduler status shows the chain and the last run" grep -q '^last run: .*run [0-9]*: next job [0-9]*' <<<"$status_out"
 stop_out=$(hpc scheduler stop 2>&1)
 show "  stop: " "$stop_out"
-runs=$(sacct -n -X -P -o JobID,State --name hpc-scheduler -S now-1hours 2>/dev/null)
+runs=$(chain_runs)
 show "  runs: " "$runs"
 check "the scheduler resubmitted itself: two chained runs COMPLETED in sacct" [ "$(grep -c COMPLETED <<<"$runs")" -ge 2 ]
 deadline=$((SECONDS + 30))
