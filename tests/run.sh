@@ -60,6 +60,9 @@ done
 step "whole tools under faults (tests/faults.sh)"
 bash tests/faults.sh
 
+step "the hpc front door without SLURM (tests/hpc.sh)"
+bash tests/hpc.sh
+
 step "hpc-plot html in headless Chromium (tests/plot_chromium.sh)"
 bash tests/plot_chromium.sh
 
@@ -90,5 +93,6 @@ slurm_script() {
 }
 slurm_script tests/slurm/run.sh
 slurm_script tests/slurm/pool.sh
+slurm_script tests/slurm/flow.sh
 
 echo "tests/run.sh: all checks passed" >&2

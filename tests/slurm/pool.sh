@@ -77,8 +77,10 @@ finish() {
     if [ "$failed" -eq 0 ]; then rm -rf "$work"; else echo "# the files are in $work"; fi
     echo "# $((SECONDS - t_begin)) s in all"
     echo "$passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
-    exit
+    # (a bare exit in an EXIT trap keeps the status from before the trap,
+    # which would report a failed run as passed)
+    [ "$failed" -eq 0 ] && exit 0
+    exit 1
 }
 trap finish EXIT
 trap 'exit 130' INT TERM HUP
