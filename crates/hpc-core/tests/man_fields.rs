@@ -13,9 +13,9 @@ fn page(name: &str) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-/// The words (`[a-z0-9_]+`) of the part of `text` under the section or
-/// subsection titled `title` (in man(7) or mdoc macros, any case), up to the
-/// next section or subsection.
+/// The words (`[a-z0-9_]+`) of the part of `text` under the man(7) section
+/// or subsection titled `title` (`.SH`/`.SS`, the title in any case), up to
+/// the next section or subsection.
 fn words_under(text: &str, title: &str) -> BTreeSet<String> {
     let mut inside = false;
     let mut found = false;
@@ -38,11 +38,10 @@ fn words_under(text: &str, title: &str) -> BTreeSet<String> {
     words
 }
 
-/// The title of a section or subsection heading line.
+/// The title of a `.SH` or `.SS` heading line.
 fn heading(l: &str) -> Option<&str> {
-    let l = l.trim_start();
-    let m = l.get(..3).map(str::to_ascii_lowercase);
-    matches!(m.as_deref(), Some(".sh" | ".ss")).then(|| l[3..].trim().trim_matches('"'))
+    let t = l.strip_prefix(".SH ").or_else(|| l.strip_prefix(".SS "))?;
+    Some(t.trim().trim_matches('"'))
 }
 
 fn missing(fields: &[hpc_core::fields::Field], words: &BTreeSet<String>) -> Vec<&'static str> {
@@ -71,8 +70,27 @@ fn every_sample_field_is_in_the_probe_or_merge_man_page() {
 
 #[test]
 fn the_section_reader_stops_at_the_next_heading() {
-    let text = ".SH OUTPUT\n.BR cluster ,\n.SS Formulas\n.B user\n.Sh INPUT\nx\n";
+    let text = ".SH OUTPUT\n.BR cluster ,\n.SS Formulas\n.B user\n.SH INPUT\nx\n";
     let w = words_under(text, "output");
     assert!(w.contains("cluster") && !w.contains("user"), "{w:?}");
     assert!(missing(Job::FIELDS, &w).contains(&"user"));
+    let w = words_under(
+        ".SS \"summary (per node)\"\n.B host\n",
+        "summary (per node)",
+    );
+    assert!(w.contains("host"), "{w:?}");
+}
+
+#[test]
+fn a_sample_field_left_out_of_the_probe_page_is_missing() {
+    // The real pages, with the probe's `threads` entry taken out of its
+    // sample list (hpc-merge's INPUT does not name it).
+    let probe = page("hpc-probe.1");
+    assert!(
+        probe.contains("\n.TP\n.B threads\n"),
+        "the probe page's entry"
+    );
+    let mut words = words_under(&probe.replace("\n.TP\n.B threads\n", "\n"), "sample");
+    words.extend(words_under(&page("hpc-merge.1"), "INPUT"));
+    assert_eq!(missing(Sample::FIELDS, &words), ["threads"]);
 }
