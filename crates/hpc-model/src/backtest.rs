@@ -123,6 +123,8 @@ pub const FIT_WINDOW: usize = 500;
 struct Group {
     /// Peaks, sorted ascending.
     sorted: Vec<f64>,
+    /// Memory-times (peak x runtime), sorted ascending.
+    costs: Vec<f64>,
     /// Inputs and peaks of the jobs with an input size, in order.
     xs: Vec<Vec<f64>>,
     ys: Vec<f64>,
@@ -156,8 +158,8 @@ impl Group {
         self.log_mean += delta / n;
         let before = self.log_m2;
         self.log_m2 += delta * (v - self.log_mean);
-        let at = self.sorted.partition_point(|v| *v < job.used_mb);
-        self.sorted.insert(at, job.used_mb);
+        insert_sorted(&mut self.sorted, job.used_mb);
+        insert_sorted(&mut self.costs, job.used_mb * job.runtime_s);
         if let Some(x) = job.input {
             self.xs.push(vec![x]);
             self.ys.push(job.used_mb);
@@ -166,11 +168,18 @@ impl Group {
     }
 }
 
+/// Inserts `v` into the ascending `sorted`.
+fn insert_sorted(sorted: &mut Vec<f64>, v: f64) {
+    let at = sorted.partition_point(|x| *x < v);
+    sorted.insert(at, v);
+}
+
 /// How a policy sizes a job from its group's earlier jobs; `None` means a
 /// cold start (the request, else `--cold-mb`).
 type Rule = fn(&Group, &TraceJob, f64, Option<Prior>) -> Option<f64>;
 
-/// Ours: the history tier's bound at risk r (see [`risk::bound_sorted`]).
+/// Ours: the history tier's bound at risk r (see [`risk::bound_sorted`]);
+/// the replay lowers r for a cheap group (see [`risk::cost_scaled_risk`]).
 fn ours(g: &Group, _: &TraceJob, r: f64, prior: Option<Prior>) -> Option<f64> {
     if g.sorted.len() < MIN_HISTORY {
         return None;
@@ -310,17 +319,22 @@ pub fn replay(jobs: &[TraceJob], opts: &Opts) -> Vec<Backtest> {
     let mut all = policies(opts, with_model);
     let mut groups: HashMap<&str, Group> = HashMap::new();
     let mut pool = Pool::default();
+    let mut costs: Vec<f64> = Vec::with_capacity(jobs.len());
     for job in jobs {
         let g = groups.entry(job.group.as_str()).or_default();
         let earlier = g.sorted.len();
         if earlier >= opts.min_earlier {
             let fallback = job.request_mb.unwrap_or(opts.cold_mb);
             let prior = pool.prior(opts.prior_df);
+            let own = risk::median_sorted(&g.costs, MIN_HISTORY);
+            let typical = risk::median_sorted(&costs, 1);
             for p in &mut all {
-                let alloc = (p.rule)(g, job, p.risk.unwrap_or(0.0), prior).unwrap_or(fallback);
+                let r = risk::cost_scaled_risk(p.risk.unwrap_or(0.0), own, typical);
+                let alloc = (p.rule)(g, job, r, prior).unwrap_or(fallback);
                 p.tally.add(alloc, job, earlier == 0, opts.ttf);
             }
         }
+        insert_sorted(&mut costs, job.used_mb * job.runtime_s);
         let had = g.sorted.len();
         pool.m2 += g.add(job);
         pool.df += if had > 0 { 1.0 } else { 0.0 };

@@ -69,6 +69,13 @@ impl Past {
         }
     }
 
+    /// The memory-time the job used, MiB x seconds: its peak times its
+    /// elapsed time when its peak is observed (not censored).
+    pub fn mem_cost(&self) -> Option<f64> {
+        let peak = self.mem_point().filter(|p| !p.censored)?.value;
+        self.elapsed_s.filter(|t| *t > 0.0).map(|t| peak * t)
+    }
+
     /// The time the job needed: its elapsed time when it completed,
     /// censored at its limit (or elapsed, if larger) when it timed out.
     pub fn time_point(&self) -> Option<Point> {

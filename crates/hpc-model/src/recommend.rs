@@ -125,24 +125,50 @@ fn gib(mb: f64) -> String {
     format!("{:.1}G", mb / 1024.0)
 }
 
+/// The median memory-time of the jobs (see [`Past::mem_cost`]), `None`
+/// with fewer than `min` that have one.
+fn median_cost<'a>(jobs: impl Iterator<Item = &'a Past>, min: usize) -> Option<f64> {
+    let mut costs: Vec<f64> = jobs.filter_map(Past::mem_cost).collect();
+    costs.sort_by(f64::total_cmp);
+    risk::median_sorted(&costs, min)
+}
+
+/// The risk memory is sized at: the stated one, lowered where the matching
+/// jobs cost less memory-time than the history's typical job (see
+/// [`risk::cost_scaled_risk`]); and why, when it was lowered.
+fn memory_risk(i: &Inputs, past: &[&Past]) -> (f64, String) {
+    let own = median_cost(past.iter().copied(), MIN_HISTORY);
+    let r = risk::cost_scaled_risk(i.risk, own, median_cost(i.history.iter(), 1));
+    let why = if r < i.risk {
+        format!(
+            " (these jobs use less memory-time than your typical job: the stated {} % lowered)",
+            i.risk * 100.0
+        )
+    } else {
+        String::new()
+    };
+    (r, why)
+}
+
 /// Memory: the history bound, else the model, else the heuristic.
 fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
     let an = i.analysis;
-    let pct = i.risk * 100.0;
+    let (r, lowered) = memory_risk(i, past);
+    let pct = hpc_core::num::round6(r * 100.0);
     let points: Vec<Point> = past.iter().filter_map(|p| p.mem_point()).collect();
     if points.len() >= MIN_HISTORY {
         let prior = memory_prior(i.history);
-        if let Some(b) = risk::upper_bound(&points, i.risk, Scale::Log, prior) {
+        if let Some(b) = risk::upper_bound(&points, r, Scale::Log, prior) {
             let top = points.iter().map(|p| p.value).fold(0.0, f64::max);
             let oom = points.iter().filter(|p| p.censored).count();
             let note = format!(
-                "{} earlier {} jobs of yours peaked at most {} ({oom} ran out of memory); {pct} % risk",
+                "{} earlier {} jobs of yours peaked at most {} ({oom} ran out of memory); {pct} % risk{lowered}",
                 points.len(),
                 an.tool,
                 gib(top)
             );
             let mut why = basis(Tier::History, b.method.name(), Some(points.len()), note);
-            why.quantile = Some(1.0 - i.risk);
+            why.quantile = Some(1.0 - r);
             return (round_mem(b.value), why);
         }
     }
@@ -151,7 +177,7 @@ fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
         .models
         .and_then(|m| m.find(&an.tool, an.user.as_deref(), PEAK));
     if let (Some(m), Some(x)) = (fitted, an.input_mb) {
-        let err = m.error_at(i.risk);
+        let err = m.error_at(r);
         let note = format!(
             "the {} model ({} jobs) predicts {} for {x:.0} MiB of input, plus {} error at {pct} % risk",
             an.tool,
@@ -165,7 +191,7 @@ fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
             Some(m.n),
             note,
         );
-        why.quantile = Some(1.0 - i.risk);
+        why.quantile = Some(1.0 - r);
         why.error = Some(hpc_core::num::round6(err));
         return (round_mem(m.predict(&[x, cpus]) + err), why);
     }

@@ -78,6 +78,23 @@ pub struct Prior {
 /// fewer than 3 values is not worth a bound).
 pub const MIN_TAIL: usize = 3;
 
+/// A group whose jobs cost less than the typical job is sized at a lower
+/// risk, but never below this share of the stated one.
+pub const COST_RISK_FLOOR: f64 = 0.1;
+
+/// The risk a job of a group is sized at, given the stated risk `r`, the
+/// median memory-time (peak x runtime) of the group's earlier jobs and that
+/// of all earlier jobs: r x clamp(group / all, [`COST_RISK_FLOOR`], 1).
+/// A group at least as costly as the typical job keeps r; a cheaper one,
+/// where a larger bound costs little memory-time, runs out less often. No
+/// job is sized above r. `None` or non-positive costs keep r.
+pub fn cost_scaled_risk(r: f64, group: Option<f64>, all: Option<f64>) -> f64 {
+    match (group, all) {
+        (Some(g), Some(a)) if g > 0.0 && a > 0.0 => r * (g / a).clamp(COST_RISK_FLOOR, 1.0),
+        _ => r,
+    }
+}
+
 /// The rank k (1-based) of the order statistic that a new exchangeable value
 /// exceeds with probability (n + 1 - k)/(n + 1) <= r; `None` when even the
 /// largest of n cannot reach r (n + 1 < 1/r).
@@ -209,6 +226,12 @@ pub fn mean_sd(v: &[f64]) -> (f64, f64) {
     }
     let ss: f64 = v.iter().map(|x| (x - mean).powi(2)).sum();
     (mean, (ss / (n - 1.0)).sqrt())
+}
+
+/// The median of values sorted ascending, `None` with fewer than `min`
+/// (or none).
+pub fn median_sorted(sorted: &[f64], min: usize) -> Option<f64> {
+    (sorted.len() >= min.max(1)).then(|| sample_quantile(sorted, 0.5))
 }
 
 /// The plain sample quantile of sorted values (linear interpolation between
@@ -385,6 +408,16 @@ mod tests {
         assert_eq!(rank(99, 0.01), Some(99));
         assert_eq!(rank(199, 0.01), Some(198));
         assert_eq!(rank(19, 0.05), Some(19));
+    }
+
+    #[test]
+    fn a_cheap_group_is_sized_at_a_lower_risk_never_a_costly_one_higher() {
+        assert_eq!(cost_scaled_risk(0.05, Some(500.0), Some(1000.0)), 0.025);
+        assert_eq!(cost_scaled_risk(0.05, Some(4000.0), Some(1000.0)), 0.05);
+        let floor = cost_scaled_risk(0.05, Some(1.0), Some(1000.0));
+        assert!((floor - 0.005).abs() < 1e-12, "{floor}");
+        assert_eq!(cost_scaled_risk(0.05, None, Some(1000.0)), 0.05);
+        assert_eq!(cost_scaled_risk(0.05, Some(10.0), Some(0.0)), 0.05);
     }
 
     #[test]

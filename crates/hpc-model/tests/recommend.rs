@@ -115,6 +115,50 @@ fn recommend(dir: &Path, hist: &str, extra: &[&str]) -> Rec {
     rec_of(&out)
 }
 
+/// `n` completed jobs of `tool`, numbered from `from`, peaking at `peak`
+/// MiB up to 40 % more, for `elapsed` seconds.
+fn spread(tool: &str, from: usize, n: usize, peak: f64, elapsed: f64) -> String {
+    (from..from + n)
+        .map(|i| {
+            let p = peak * (1.0 + 0.1 * (i % 5) as f64);
+            job(i, "COMPLETED", p, 2.0 * p, elapsed, 100.0, 1.0)
+                .replace(r#""tool":"star""#, &format!(r#""tool":"{tool}""#))
+        })
+        .collect()
+}
+
+#[test]
+fn cheap_jobs_are_sized_at_a_lower_risk_costly_ones_at_the_stated_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let star = spread("star", 0, 40, 10000.0, 1000.0);
+    // Beside costlier jobs of another tool (the typical job of the
+    // history), STAR's cheap jobs get a tenth of the risk: a larger bound.
+    let cheap = recommend(
+        dir.path(),
+        &(star.clone() + &spread("gatk", 100, 60, 1e5, 1e4)),
+        &[],
+    );
+    let b = &cheap.basis["mem_mb"];
+    assert_eq!(b.quantile, Some(0.999), "{b:?}");
+    assert!(b.note.contains("0.1 % risk"), "{}", b.note);
+    assert!(b.note.contains("the stated 1 % lowered"), "{}", b.note);
+    assert_eq!(
+        cheap.risk, 0.01,
+        "the stated risk is kept as an upper bound"
+    );
+    // Beside cheaper jobs (the same spread, so the same pooled prior) the
+    // stated risk stands.
+    let costly = recommend(
+        dir.path(),
+        &(star + &spread("gatk", 100, 60, 100.0, 10.0)),
+        &[],
+    );
+    let c = &costly.basis["mem_mb"];
+    assert_eq!(c.quantile, Some(0.99), "{c:?}");
+    assert!(c.note.ends_with("; 1 % risk"), "{}", c.note);
+    assert!(cheap.mem_mb > costly.mem_mb, "{cheap:?} vs {costly:?}");
+}
+
 #[test]
 fn the_history_tier_needs_enough_jobs_then_bounds_the_peaks() {
     let dir = tempfile::tempdir().unwrap();
