@@ -7,7 +7,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     match hpc_core::cli::parse_args("hpc-ingest") {
-        Ok(args) => hpc_core::run_main("hpc-ingest", hpc_ingest::cli::main(args)),
+        Ok(args) => hpc_core::run_main("hpc-ingest", hpc_ingest::main_with(args)),
         Err(code) => code,
     }
 }
