@@ -27,7 +27,9 @@
 //! - [`for_each_line`]: every line of every input (hpc-flags, hpc-store
 //!   `put`); [`Inputs::for_each`] and [`Input::for_each_line`] do the same
 //!   one input at a time for tools that keep state per input (hpc-ingest's
-//!   pending job, hpc-merge's nodes, read on several threads);
+//!   pending job); [`Input::for_each_raw_line`] hands over the bytes before
+//!   the UTF-8 check, for a parser of bytes that checks only the lines it
+//!   reads as text (hpc-merge's sample fast path, on several threads);
 //! - [`for_each_record`]: every line that is a JSON object with a string
 //!   `kind`, with that kind; a line that is not is rejected (`not a record:
 //!   ...`, `no "kind"`);
@@ -172,6 +174,12 @@ impl<'a> Input<'a> {
         }
     }
 
+    /// The reader itself, for an input that is not read a line at a time
+    /// (hpc-merge's sh5util CSV).
+    pub fn into_reader(self) -> Box<dyn BufRead + 'a> {
+        self.reader
+    }
+
     /// Reads the input to its end and calls `each` with every line that is
     /// not blank. Lines that are not valid UTF-8 or too long are rejected
     /// through `rejects` (with `--strict` that stops the run); an error
@@ -182,25 +190,81 @@ impl<'a> Input<'a> {
         rejects: &mut Rejects,
         mut each: impl FnMut(&mut Rejects, Line<'_>) -> Result<()>,
     ) -> Result<u64> {
+        self.for_each_raw_line(rejects, |rejects, raw| match raw.text(rejects)? {
+            Some(line) => each(rejects, line),
+            None => Ok(()),
+        })
+    }
+
+    /// [`for_each_line`](Self::for_each_line) for a reader that parses
+    /// bytes (hpc-merge's fast path): the lines come before their UTF-8
+    /// check, which [`RawLine::text`] makes for the lines read as text.
+    /// Lines of ASCII white space only are skipped, too long ones rejected.
+    pub fn for_each_raw_line(
+        self,
+        rejects: &mut Rejects,
+        mut each: impl FnMut(&mut Rejects, RawLine<'_>) -> Result<()>,
+    ) -> Result<u64> {
         let Input { name, reader } = self;
         let source = (name != STDIN).then_some(name.as_str());
         let mut lines = LineReader::new(reader);
-        while let Some(next) = lines.next_line().map_err(|e| read_error(source, e))? {
+        while let Some(next) = lines.next_raw().map_err(|e| read_error(source, e))? {
             match next {
                 Err((number, why)) => rejects.reject(source, number, &why)?,
-                Ok(l) if l.text.trim().is_empty() => {}
+                Ok(l) if l.bytes.iter().all(is_ascii_space) => {}
                 Ok(l) => each(
                     rejects,
-                    Line {
+                    RawLine {
                         source,
                         number: l.number,
-                        text: l.text,
+                        bytes: l.bytes,
                         unterminated: l.unterminated,
                     },
                 )?,
             }
         }
         Ok(lines.lines_read())
+    }
+}
+
+/// The ASCII characters that `str::trim` strips (White_Space).
+fn is_ascii_space(b: &u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+/// One line of an input before its UTF-8 check: see
+/// [`Input::for_each_raw_line`].
+#[derive(Debug, Clone, Copy)]
+pub struct RawLine<'a> {
+    /// The input's name for messages (`None` for stdin).
+    pub source: Option<&'a str>,
+    /// 1-based line number within its input.
+    pub number: u64,
+    /// The bytes, without the line ending; not only ASCII white space.
+    pub bytes: &'a [u8],
+    /// True for a last line that had no newline.
+    pub unterminated: bool,
+}
+
+impl<'a> RawLine<'a> {
+    /// The line as text: `None` when it is blank, or not valid UTF-8 (then
+    /// rejected as `not valid UTF-8 (byte N)`).
+    pub fn text(&self, rejects: &mut Rejects) -> Result<Option<Line<'a>>> {
+        let raw = crate::ndjson::RawLine {
+            number: self.number,
+            bytes: self.bytes,
+            unterminated: self.unterminated,
+        };
+        match raw.text() {
+            Ok(l) if l.text.trim().is_empty() => Ok(None),
+            Ok(l) => Ok(Some(Line {
+                source: self.source,
+                number: l.number,
+                text: l.text,
+                unterminated: l.unterminated,
+            })),
+            Err((number, why)) => rejects.reject(self.source, number, &why).map(|()| None),
+        }
     }
 }
 
