@@ -248,3 +248,31 @@ fn one_input_at_a_time_for_state_kept_per_input() {
         [("stdin".into(), "x".into(), 1), (a, "12".into(), 2)]
     );
 }
+
+#[test]
+fn raw_lines_come_before_the_utf8_check_which_text_makes() {
+    let input = Input::new("f", &b"ok\n\xffbad\n \t\x0b\n\xc2\xa0\nlast"[..]);
+    let mut rejects = Rejects::new("t");
+    let mut got = Vec::new();
+    let n = input
+        .for_each_raw_line(&mut rejects, |rejects, raw| {
+            let text = raw.text(rejects)?.map(|l| l.text.to_string());
+            got.push((raw.number, raw.bytes.to_vec(), text, raw.unterminated));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(n, 5);
+    assert_eq!(
+        got,
+        [
+            (1, b"ok".to_vec(), Some("ok".into()), false),
+            // Handed over as bytes; as text it is rejected.
+            (2, b"\xffbad".to_vec(), None, false),
+            // Line 3 is ASCII white space only: skipped. A no-break space
+            // is white space too, once read as text.
+            (4, b"\xc2\xa0".to_vec(), None, false),
+            (5, b"last".to_vec(), Some("last".into()), true),
+        ]
+    );
+    assert_eq!(rejects.rejected, 1);
+}
