@@ -346,6 +346,13 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> hpc_db::Result
         out,
         "MaxRSS coverage: {with_rss} of {ran} finished jobs that ran ({pct:.1} %)"
     )?;
+    write_states_and_counts(store, out)
+}
+
+/// The `status` lines after the date range: jobs by state, the records of
+/// each other table and the last ingest.
+fn write_states_and_counts(store: &Store, out: &mut dyn Write) -> hpc_db::Result<()> {
+    let c = store.conn();
     let mut st =
         c.prepare("SELECT state, count(*) FROM jobs GROUP BY state ORDER BY count(*) DESC, state")?;
     let states = st
@@ -372,11 +379,8 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> hpc_db::Result
         ("samples", "samples"),
         ("other records", "records"),
     ] {
-        writeln!(
-            out,
-            "{name}: {}",
-            one(&format!("SELECT count(*) FROM {table}"))?
-        )?;
+        let n: i64 = c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
+        writeln!(out, "{name}: {n}")?;
     }
     match store.mark("last_ingest")? {
         Some((v, at)) => writeln!(
