@@ -1,7 +1,6 @@
 //! Line-oriented input with line numbers and the shared reject reporting.
 
 use std::io::{self, BufRead};
-use std::path::Path;
 
 use crate::error::{Error, Result};
 
@@ -280,18 +279,6 @@ impl Rejects {
         }
         Ok(())
     }
-}
-
-/// Opens a path for reading, with `-` meaning stdin.
-pub fn open_input(path: &str) -> Result<Box<dyn BufRead>> {
-    if path == "-" {
-        return Ok(Box::new(io::BufReader::with_capacity(1 << 16, io::stdin())));
-    }
-    let f = std::fs::File::open(path).map_err(|source| Error::Io {
-        context: format!("cannot open {}", crate::paths::shown(Path::new(path))),
-        source,
-    })?;
-    Ok(Box::new(io::BufReader::with_capacity(1 << 16, f)))
 }
 
 #[cfg(test)]
