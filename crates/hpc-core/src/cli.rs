@@ -31,22 +31,7 @@ fn parse_to<T: argh::FromArgs>(
     args: &[&str],
     out: &mut dyn Write,
 ) -> Result<T, ExitCode> {
-    // A `-` that is an option's value (`--from -`) parses as given.
-    if let Ok(t) = T::from_args(&[cmd], args) {
-        return Ok(t);
-    }
-    let mut rest: Vec<&str> = args.to_vec();
-    // argh takes a lone `-` for an unknown option: move it after `--`.
-    let before = rest.iter().position(|a| *a == "--").unwrap_or(rest.len());
-    if rest[..before].contains(&"-") {
-        rest = rest[..before]
-            .iter()
-            .copied()
-            .filter(|a| *a != "-")
-            .chain(["--", "-"])
-            .chain(rest[before..].iter().copied().skip(1))
-            .collect();
-    }
+    let rest = dashes_as_files::<T>(cmd, args);
     T::from_args(&[cmd], &rest).map_err(|e| match e.status {
         Ok(()) => match writeln!(out, "{}", e.output.trim_end()).and_then(|()| out.flush()) {
             Ok(()) => ExitCode::SUCCESS,
@@ -59,6 +44,53 @@ fn parse_to<T: argh::FromArgs>(
             crate::note!("{cmd}: {}", e.output.trim_end());
             Exit::Usage.into()
         }
+    })
+}
+
+/// The arguments with every lone `-` that stands for stdin moved behind a
+/// `--`, with the positional arguments after it, so that argh (which reads
+/// a lone `-` as an unknown option) takes it as a file and the files keep
+/// the order given: `a - b --x` becomes `--x -- - b` after `a`. Options
+/// and their values stay in front, and a `-` that is an option's value
+/// (`--delimiter -`) stays a value; whether an option takes a value is
+/// asked of `T` itself.
+fn dashes_as_files<'a, T: argh::FromArgs>(cmd: &str, args: &[&'a str]) -> Vec<&'a str> {
+    let end = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < end {
+        let a = args[i];
+        if a.starts_with('-') && a != "-" {
+            front.push(a);
+            if i + 1 < end && takes_value::<T>(cmd, &front) {
+                front.push(args[i + 1]);
+                i += 1;
+            }
+        } else if a == "-" || !back.is_empty() {
+            back.push(a);
+        } else {
+            front.push(a);
+        }
+        i += 1;
+    }
+    if back.is_empty() {
+        return args.to_vec();
+    }
+    front.push("--");
+    front.extend(back);
+    front.extend(args.get(end + 1..).unwrap_or_default());
+    front
+}
+
+/// Whether the last of `args`, an option, takes a value: argh says so when
+/// it is given none.
+fn takes_value<T: argh::FromArgs>(cmd: &str, args: &[&str]) -> bool {
+    let Some(opt) = args.last() else {
+        return false;
+    };
+    T::from_args(&[cmd], args).is_err_and(|e| {
+        e.output
+            .contains(&format!("No value provided for option '{opt}'"))
     })
 }
 
@@ -75,9 +107,35 @@ mod tests {
         /// an input
         #[argh(option)]
         from: Option<String>,
+        /// a value
+        #[argh(option)]
+        set: Vec<String>,
         /// files
         #[argh(positional)]
         files: Vec<String>,
+    }
+
+    // Issue 9: a lone `-` was moved behind the other files, so stdin was
+    // read last whatever its place.
+    #[test]
+    fn files_and_stdin_keep_their_order() {
+        let a: A = parse_from("t", &["a", "-", "b"]).unwrap();
+        assert_eq!(a.files, ["a", "-", "b"]);
+        let a: A = parse_from(
+            "t",
+            &["--set", "-", "a", "-", "--x", "b", "--set", "v", "c"],
+        )
+        .unwrap();
+        assert_eq!(a.files, ["a", "-", "b", "c"]);
+        assert_eq!(a.set, ["-", "v"]);
+        assert!(a.x);
+        let a: A = parse_from("t", &["-", "a", "--", "--b"]).unwrap();
+        assert_eq!(a.files, ["-", "a", "--b"]);
+        let a: A = parse_from("t", &["--set", "-"]).unwrap();
+        assert_eq!(
+            (a.set, a.files),
+            (vec!["-".to_string()], Vec::<String>::new())
+        );
     }
 
     #[test]

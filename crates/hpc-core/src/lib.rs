@@ -4,6 +4,9 @@
 //! - [`record`]: the record types (`job`, `sample`, `meta`, `summary`,
 //!   `flag`) that travel between the tools as NDJSON;
 //! - [`advice`]: the sizing records (`analysis`, `rec`, `backtest`);
+//! - [`input`]: the one input loop of the tools (files or `-`, numbered
+//!   lines, rejects, the truncated last line), from raw lines to typed
+//!   records;
 //! - [`ndjson`]: numbered line reading and reject reporting;
 //! - [`cli`]: argument parsing with the shared exit codes;
 //! - [`csvio`]: CSV output of records;
@@ -22,6 +25,7 @@ pub mod cli;
 pub mod csvio;
 pub mod error;
 pub mod fields;
+pub mod input;
 pub mod ndjson;
 pub mod num;
 pub mod paths;

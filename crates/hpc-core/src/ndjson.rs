@@ -1,7 +1,6 @@
 //! Line-oriented input with line numbers and the shared reject reporting.
 
 use std::io::{self, BufRead};
-use std::path::Path;
 
 use crate::error::{Error, Result};
 
@@ -14,6 +13,34 @@ pub struct Line<'a> {
     pub text: &'a str,
     /// True for a last line that had no newline (a writer killed mid-line).
     pub unterminated: bool,
+}
+
+/// One input line before its UTF-8 check (see [`LineReader::next_raw`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RawLine<'a> {
+    /// 1-based line number.
+    pub number: u64,
+    /// The bytes, without the line ending (`\n` or `\r\n`).
+    pub bytes: &'a [u8],
+    /// True for a last line that had no newline (a writer killed mid-line).
+    pub unterminated: bool,
+}
+
+impl<'a> RawLine<'a> {
+    /// The line as text, or its number and why it is not valid UTF-8.
+    pub fn text(&self) -> std::result::Result<Line<'a>, (u64, String)> {
+        match std::str::from_utf8(self.bytes) {
+            Ok(text) => Ok(Line {
+                number: self.number,
+                text,
+                unterminated: self.unterminated,
+            }),
+            Err(e) => Err((
+                self.number,
+                format!("not valid UTF-8 (byte {})", e.valid_up_to()),
+            )),
+        }
+    }
 }
 
 /// The longest line the readers take, in bytes (16 MiB, without its line
@@ -39,6 +66,10 @@ pub struct LineReader<R> {
 /// What [`LineReader::next_line`] gives: a line, or the number of a bad
 /// line and why it is bad.
 pub type NextLine<'a> = std::result::Result<Line<'a>, (u64, String)>;
+
+/// What [`LineReader::next_raw`] gives: a line's bytes, or the number of a
+/// line longer than the limit and why it is bad.
+pub type NextRaw<'a> = std::result::Result<RawLine<'a>, (u64, String)>;
 
 impl<R: BufRead> LineReader<R> {
     /// Wraps a buffered reader.
@@ -111,6 +142,13 @@ impl<R: BufRead> LineReader<R> {
     /// A line that lies whole in the reader's buffer is lent from it without
     /// a copy.
     pub fn next_line(&mut self) -> io::Result<Option<NextLine<'_>>> {
+        Ok(self.next_raw()?.map(|r| r.and_then(|raw| raw.text())))
+    }
+
+    /// [`next_line`](Self::next_line) without the UTF-8 check, for a reader
+    /// that parses bytes and checks only the lines it must read as text:
+    /// `Ok(Some(Err(..)))` only for a line longer than the limit.
+    pub fn next_raw(&mut self) -> io::Result<Option<NextRaw<'_>>> {
         if self.pending > 0 {
             self.inner.consume(self.pending);
             self.pending = 0;
@@ -164,17 +202,11 @@ impl<R: BufRead> LineReader<R> {
             [rest @ .., b'\r'] if !unterminated => rest,
             b => b,
         };
-        match std::str::from_utf8(bytes) {
-            Ok(text) => Ok(Some(Ok(Line {
-                number: self.number,
-                text,
-                unterminated,
-            }))),
-            Err(e) => Ok(Some(Err((
-                self.number,
-                format!("not valid UTF-8 (byte {})", e.valid_up_to()),
-            )))),
-        }
+        Ok(Some(Ok(RawLine {
+            number: self.number,
+            bytes,
+            unterminated,
+        })))
     }
 
     /// Lines read so far.
@@ -247,18 +279,6 @@ impl Rejects {
         }
         Ok(())
     }
-}
-
-/// Opens a path for reading, with `-` meaning stdin.
-pub fn open_input(path: &str) -> Result<Box<dyn BufRead>> {
-    if path == "-" {
-        return Ok(Box::new(io::BufReader::with_capacity(1 << 16, io::stdin())));
-    }
-    let f = std::fs::File::open(path).map_err(|source| Error::Io {
-        context: format!("cannot open {}", crate::paths::shown(Path::new(path))),
-        source,
-    })?;
-    Ok(Box::new(io::BufReader::with_capacity(1 << 16, f)))
 }
 
 #[cfg(test)]

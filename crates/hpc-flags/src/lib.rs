@@ -20,7 +20,8 @@ use std::path::Path;
 
 use argh::FromArgs;
 use hpc_core::fields::index_of;
-use hpc_core::ndjson::{Line, LineReader, Rejects};
+use hpc_core::input::{for_each_line, Inputs, Line};
+use hpc_core::ndjson::Rejects;
 use hpc_core::num::sum_present;
 use hpc_core::paths::shown;
 use hpc_core::record::{write_tagged, Sample};
@@ -289,12 +290,8 @@ impl<W: Write> Flagger<'_, W> {
 }
 
 /// Parses the parts of `line` that route it. A line that is not a record
-/// is rejected, a truncated last line warned about: `None`, it is dropped.
-fn view_of<'t>(
-    line: &Line<'t>,
-    source: Option<&str>,
-    rejects: &mut Rejects,
-) -> Result<Option<LineView<'t>>> {
+/// is rejected, a cut last record warned about: `None`, it is dropped.
+fn view_of<'t>(line: &Line<'t>, rejects: &mut Rejects) -> Result<Option<LineView<'t>>> {
     let text = line.text.trim();
     let view: LineView = match serde_json::from_str(text) {
         Ok(v) => v,
@@ -303,22 +300,17 @@ fn view_of<'t>(
         Err(e) if e.is_data() => match serde_json::from_str::<Map<String, Value>>(text) {
             Ok(m) => LineView::bare(&m),
             Err(e) => {
-                rejects.reject(source, line.number, &format!("not a record: {e}"))?;
+                line.reject(rejects, &format!("not a record: {e}"))?;
                 return Ok(None);
             }
         },
-        Err(e) if line.unterminated => {
-            let reason = format!("truncated last line ignored ({e})");
-            rejects.warn(source, line.number, &reason);
-            return Ok(None);
-        }
         Err(e) => {
-            rejects.reject(source, line.number, &format!("not a record: {e}"))?;
+            line.bad_record(rejects, &format!("not a record: {e}"))?;
             return Ok(None);
         }
     };
     if view.kind.is_none() {
-        rejects.reject(source, line.number, "no \"kind\"")?;
+        line.reject(rejects, "no \"kind\"")?;
         return Ok(None);
     }
     Ok(Some(view))
@@ -349,48 +341,18 @@ pub fn run(opts: &Opts, stdin: impl BufRead, out: impl Write) -> Result<Stats> {
         stats: Stats::default(),
     };
     let mut rejects = Rejects::new("hpc-flags");
-    let names: Vec<String> = if opts.inputs.is_empty() {
-        vec!["-".into()]
-    } else {
-        opts.inputs.clone()
-    };
-    let mut stdin = Some(stdin);
-    for name in &names {
-        let input: Box<dyn BufRead + '_> = if name == "-" {
-            match stdin.take() {
-                Some(s) => Box::new(s),
-                None => return Err(Error::Usage("stdin (-) given twice".into())),
-            }
-        } else {
-            hpc_core::ndjson::open_input(name)?
+    let inputs = Inputs::new(opts.inputs.clone())?;
+    f.stats.lines = for_each_line(&inputs, stdin, &mut rejects, |rejects, line| {
+        let Some(view) = view_of(&line, rejects)? else {
+            return Ok(());
         };
-        let source = (name != "-").then_some(name.as_str());
-        let mut reader = LineReader::new(input);
-        while let Some(line) = reader.next_line().map_err(|source| Error::Io {
-            context: format!("cannot read {}", shown(Path::new(name))),
-            source,
-        })? {
-            let line = match line {
-                Ok(l) => l,
-                Err((n, reason)) => {
-                    rejects.reject(source, n, &reason)?;
-                    continue;
-                }
-            };
-            let text = line.text.trim();
-            if text.is_empty() {
-                continue;
-            }
-            let Some(view) = view_of(&line, source, &mut rejects)? else {
-                continue;
-            };
-            if f.line(text, view)? {
-                f.out.write_all(text.as_bytes())?;
-                f.out.write_all(b"\n")?;
-            }
+        let text = line.text.trim();
+        if f.line(text, view)? {
+            f.out.write_all(text.as_bytes())?;
+            f.out.write_all(b"\n")?;
         }
-        f.stats.lines += reader.lines_read();
-    }
+        Ok(())
+    })?;
     f.flush()?;
     let mut stats = f.stats;
     out.flush()?;

@@ -4,13 +4,13 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use argh::FromArgs;
-use hpc_core::ndjson::open_input;
+use hpc_core::input::Inputs;
 use hpc_core::slurm::Zone;
 use hpc_core::{paths, Error, Result};
 use hpc_db::Store;
 
 use crate::sacct::{ParseOpts, SACCT_FIELDS};
-use crate::{report, run, Input, Opts, Sink};
+use crate::{report, run, Opts, Sink};
 
 #[derive(FromArgs, Debug)]
 /// Read `sacct --parsable2` text and keep every job: merged steps, MaxRSS,
@@ -65,13 +65,8 @@ pub struct Args {
     pub files: Vec<String>,
 }
 
-/// Checks the flags and runs.
-pub fn main(args: Args) -> Result<()> {
-    if args.sacct_format {
-        let mut out = io::stdout().lock();
-        writeln!(out, "{}", SACCT_FIELDS.join(","))?;
-        return Ok(out.flush()?);
-    }
+/// The checked options of a run.
+fn opts_of(args: &Args) -> Result<Opts> {
     if args.delimiter.is_empty() {
         return Err(Error::Usage("--delimiter must not be empty".into()));
     }
@@ -87,7 +82,7 @@ pub fn main(args: Args) -> Result<()> {
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
     });
-    let opts = Opts {
+    Ok(Opts {
         fields,
         delimiter: args.delimiter.clone(),
         parse: ParseOpts {
@@ -99,19 +94,18 @@ pub fn main(args: Args) -> Result<()> {
             },
         },
         strict: args.strict,
-    };
-    let files = if args.files.is_empty() {
-        vec!["-".to_string()]
-    } else {
-        args.files.clone()
-    };
-    let mut inputs = Vec::new();
-    for f in &files {
-        inputs.push(Input {
-            name: (f != "-").then(|| f.clone()),
-            reader: open_input(f)?,
-        });
+    })
+}
+
+/// The whole tool: checks the flags and runs.
+pub fn main_with(args: Args) -> Result<()> {
+    if args.sacct_format {
+        let mut out = io::stdout().lock();
+        writeln!(out, "{}", SACCT_FIELDS.join(","))?;
+        return Ok(out.flush()?);
     }
+    let opts = opts_of(&args)?;
+    let inputs = Inputs::new(args.files.clone())?;
     let bar =
         indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
     bar.set_style(
@@ -122,14 +116,16 @@ pub fn main(args: Args) -> Result<()> {
     let (stats, target) = if args.ndjson {
         let stdout = io::stdout();
         let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
-        let stats = run(&opts, inputs, &mut Sink::Ndjson(&mut out), &mut progress)?;
+        let sink = &mut Sink::Ndjson(&mut out);
+        let stats = run(&opts, &inputs, io::stdin().lock(), sink, &mut progress)?;
         (stats, "to stdout".to_string())
     } else {
         let path = paths::db_path(args.db.as_deref());
         let mut store = Store::open(&path)?;
         let stats = run(
             &opts,
-            inputs,
+            &inputs,
+            io::stdin().lock(),
             &mut Sink::Store {
                 store: &mut store,
                 batch: args.batch,

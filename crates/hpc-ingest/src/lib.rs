@@ -9,9 +9,12 @@ pub mod cli;
 pub mod gen;
 pub mod sacct;
 
+pub use cli::{main_with, Args};
+
 use std::io::{BufRead, Write};
 
-use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::input::{Inputs, Line};
+use hpc_core::ndjson::Rejects;
 use hpc_core::record::{tag_into, Job};
 use hpc_core::Result;
 use hpc_db::Store;
@@ -62,32 +65,31 @@ pub struct Stats {
     pub notes: Notes,
 }
 
-/// One input to read: a name for messages and the reader.
-pub struct Input<'a> {
-    /// The name used in messages (`None` for stdin).
-    pub name: Option<String>,
-    /// The text.
-    pub reader: Box<dyn BufRead + 'a>,
-}
-
 /// Called every so many lines with the count so far (for a progress bar).
 pub type Progress<'a> = &'a mut dyn FnMut(u64);
 
 /// Jobs sent to the database thread at a time.
 const CHUNK: usize = 4096;
 
-/// Reads every input and sends the merged jobs to `sink`. With a database
-/// sink, parsing and storing run on two threads joined by a bounded channel.
+/// Reads every input (`stdin` for `-`) and sends the merged jobs to
+/// `sink`. With a database sink, parsing and storing run on two threads
+/// joined by a bounded channel.
 pub fn run(
     opts: &Opts,
-    inputs: Vec<Input<'_>>,
+    inputs: &Inputs,
+    stdin: impl BufRead,
     sink: &mut Sink<'_>,
     progress: Progress<'_>,
 ) -> Result<Stats> {
+    let read = Read {
+        opts,
+        inputs,
+        progress,
+    };
     match sink {
         Sink::Ndjson(out) => {
             let mut buf = Vec::with_capacity(1024);
-            let mut stats = parse_all(opts, inputs, progress, &mut |job| {
+            let mut stats = read.parse_all(stdin, &mut |job| {
                 buf.clear();
                 tag_into(&mut buf, "job", &job)?;
                 out.write_all(&buf)?;
@@ -97,189 +99,238 @@ pub fn run(
             stats.kept = 0;
             Ok(stats)
         }
-        Sink::Store { store, batch } => {
-            let per_tx = *batch;
-            std::thread::scope(|scope| {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Job>>(4);
-                let db = scope.spawn(move || -> Result<u64> {
-                    let mut kept = 0;
-                    let mut chunks = rx.into_iter().peekable();
-                    while chunks.peek().is_some() {
-                        let mut w = store.writer()?;
-                        let mut in_tx = 0;
-                        while in_tx < per_tx {
-                            let Some(chunk) = chunks.next() else { break };
-                            w.put_jobs(&chunk)?;
-                            in_tx += chunk.len();
-                        }
-                        kept += w.commit()?.jobs_kept;
-                    }
-                    Ok(kept)
-                });
-                let mut chunk = Vec::with_capacity(CHUNK);
-                let parsed = parse_all(opts, inputs, progress, &mut |job| {
-                    chunk.push(job);
-                    if chunk.len() >= CHUNK {
-                        let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
-                        // A closed channel means the database thread failed:
-                        // its error is reported by the join below.
-                        if tx.send(full).is_err() {
-                            return Err(hpc_core::Error::Other(
-                                "the database writer stopped".into(),
-                            ));
-                        }
-                    }
-                    Ok(())
-                });
-                if parsed.is_ok() && !chunk.is_empty() {
-                    let _ = tx.send(chunk);
-                }
-                drop(tx);
-                let kept = db
-                    .join()
-                    .map_err(|_| hpc_core::Error::Other("the database writer panicked".into()))?;
-                let mut stats = match (parsed, kept) {
-                    (_, Err(e)) => return Err(e),
-                    (Err(e), _) => return Err(e),
-                    (Ok(s), Ok(k)) => {
-                        let mut s = s;
-                        s.kept = k;
-                        s
-                    }
-                };
-                stats.kept = stats.kept.min(stats.jobs);
-                Ok(stats)
-            })
-        }
+        Sink::Store { store, batch } => read.into_store(stdin, store, *batch),
     }
 }
 
-/// Parses every input, calling `emit` for each finished job.
-fn parse_all(
-    opts: &Opts,
-    inputs: Vec<Input<'_>>,
-    progress: Progress<'_>,
-    emit: &mut dyn FnMut(Job) -> Result<()>,
-) -> Result<Stats> {
-    let mut stats = Stats::default();
-    let mut send = |job: Job, stats: &mut Stats| -> Result<()> {
-        stats.jobs += 1;
-        if job.is_final {
-            stats.final_jobs += 1;
+/// What reading needs: the options, the inputs and the progress report.
+struct Read<'a, 'p> {
+    opts: &'a Opts,
+    inputs: &'a Inputs,
+    progress: Progress<'p>,
+}
+
+impl Read<'_, '_> {
+    /// Parses on this thread and stores on another, `per_tx` jobs per
+    /// transaction.
+    fn into_store(self, stdin: impl BufRead, store: &mut Store, per_tx: usize) -> Result<Stats> {
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Job>>(4);
+            let db = scope.spawn(move || store_chunks(store, rx, per_tx));
+            let mut chunk = Vec::with_capacity(CHUNK);
+            let parsed = self.parse_all(stdin, &mut |job| {
+                chunk.push(job);
+                if chunk.len() >= CHUNK {
+                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+                    // A closed channel means the database thread failed:
+                    // its error is reported by the join below.
+                    if tx.send(full).is_err() {
+                        return Err(hpc_core::Error::Other("the database writer stopped".into()));
+                    }
+                }
+                Ok(())
+            });
+            if parsed.is_ok() && !chunk.is_empty() {
+                let _ = tx.send(chunk);
+            }
+            drop(tx);
+            let kept = db
+                .join()
+                .map_err(|_| hpc_core::Error::Other("the database writer panicked".into()))??;
+            let mut stats = parsed?;
+            stats.kept = kept.min(stats.jobs);
+            Ok(stats)
+        })
+    }
+
+    /// Parses every input, calling `emit` for each finished job.
+    fn parse_all(
+        self,
+        stdin: impl BufRead,
+        emit: &mut dyn FnMut(Job) -> Result<()>,
+    ) -> Result<Stats> {
+        let mut rejects = Rejects::new("hpc-ingest");
+        rejects.strict = self.opts.strict;
+        let mut parser = Parser {
+            opts: self.opts,
+            progress: self.progress,
+            emit,
+            stats: Stats::default(),
+            notes: Notes::default(),
+            spare: Vec::with_capacity(64),
+        };
+        self.inputs.for_each(stdin, |input| {
+            let mut state = InputState::new(self.opts)?;
+            let lines = input.for_each_line(&mut rejects, |rejects, line| {
+                parser.line(&mut state, rejects, &line)
+            })?;
+            parser.stats.lines += lines;
+            match state.current.take() {
+                Some(done) => parser.send(done),
+                None => Ok(()),
+            }
+        })?;
+        let mut stats = parser.stats;
+        stats.rejected = rejects.rejected;
+        stats.notes = parser.notes;
+        Ok(stats)
+    }
+}
+
+/// The database thread: each chunk of jobs into the store, `per_tx` jobs
+/// per transaction; returns the jobs the store kept as they were.
+fn store_chunks(
+    store: &mut Store,
+    rx: std::sync::mpsc::Receiver<Vec<Job>>,
+    per_tx: usize,
+) -> Result<u64> {
+    let mut kept = 0;
+    let mut chunks = rx.into_iter().peekable();
+    while chunks.peek().is_some() {
+        let mut w = store.writer()?;
+        let mut in_tx = 0;
+        while in_tx < per_tx {
+            let Some(chunk) = chunks.next() else { break };
+            w.put_jobs(&chunk)?;
+            in_tx += chunk.len();
         }
-        emit(job)
-    };
-    let mut rejects = Rejects::new("hpc-ingest");
-    rejects.strict = opts.strict;
-    let mut notes = Notes::default();
-    // A field buffer reused across lines: emptied and handed back at the end
-    // of each line (collecting an empty vector in place keeps its allocation).
-    let mut spare: Vec<&'static str> = Vec::with_capacity(64);
-    for input in inputs {
-        let name = input.name.as_deref();
-        let mut lines = LineReader::new(input.reader);
-        let mut cols: Option<Columns> = match &opts.fields {
+        kept += w.commit()?.jobs_kept;
+    }
+    Ok(kept)
+}
+
+/// What one input's lines build up.
+struct InputState {
+    /// The columns, from `--fields`, the input's header or the default.
+    cols: Option<Columns>,
+    /// The job whose step lines are being read.
+    current: Option<Pending>,
+    /// The job part of a rejected job line, so its steps are not reported
+    /// twice.
+    rejected_key: Option<String>,
+}
+
+impl InputState {
+    fn new(opts: &Opts) -> Result<Self> {
+        let cols = match &opts.fields {
             Some(f) => Some(
                 Columns::from_names(f.iter().map(String::as_str))
                     .map_err(hpc_core::Error::Usage)?,
             ),
             None => None,
         };
-        let mut current: Option<Pending> = None;
-        // The job part of a rejected job line, so its steps are not reported twice.
-        let mut rejected_key: Option<String> = None;
-        while let Some(line) = lines.next_line()? {
-            stats.lines += 1;
-            if stats.lines % 65536 == 0 {
-                progress(stats.lines);
-            }
-            let line = match line {
-                Ok(l) => l,
-                Err((n, reason)) => {
-                    rejects.reject(name, n, &reason)?;
-                    continue;
-                }
-            };
-            if line.text.trim().is_empty() {
-                continue;
-            }
-            let mut fields: Vec<&str> = std::mem::take(&mut spare);
-            sacct::split_line(line.text, &opts.delimiter, &mut fields);
-            if Columns::is_header(cols.as_ref(), &fields) {
-                if let Some(last) = fields.last() {
-                    if last.is_empty() && fields.len() > 1 {
-                        fields.pop();
-                    }
-                }
-                match Columns::from_names(fields.iter().copied()) {
-                    Ok(c) => cols = Some(c),
-                    Err(e) => rejects.reject(name, line.number, &format!("header: {e}"))?,
-                }
-                continue;
-            }
-            let cols = cols.get_or_insert_with(|| {
-                Columns::from_names(sacct::SACCT_FIELDS.iter().copied())
-                    .expect("built-in fields have JobID")
-            });
-            // `--parsable` (not `--parsable2`) ends every line with the delimiter.
-            if fields.len() == cols.count() + 1 && fields.last() == Some(&"") {
+        Ok(InputState {
+            cols,
+            current: None,
+            rejected_key: None,
+        })
+    }
+}
+
+/// Turns lines into jobs across the inputs.
+struct Parser<'a, 'e> {
+    opts: &'a Opts,
+    progress: Progress<'a>,
+    emit: &'e mut dyn FnMut(Job) -> Result<()>,
+    stats: Stats,
+    notes: Notes,
+    /// A field buffer reused across lines: emptied and handed back at the
+    /// end of each line (collecting an empty vector in place keeps its
+    /// allocation).
+    spare: Vec<&'static str>,
+}
+
+impl Parser<'_, '_> {
+    /// Finishes a job and hands it on.
+    fn send(&mut self, done: Pending) -> Result<()> {
+        let job = done.finish(&mut self.notes);
+        self.stats.jobs += 1;
+        if job.is_final {
+            self.stats.final_jobs += 1;
+        }
+        (self.emit)(job)
+    }
+
+    /// Reads one line: a header, a job line or a step line.
+    fn line(&mut self, st: &mut InputState, rejects: &mut Rejects, line: &Line) -> Result<()> {
+        let (n, progress) = (self.stats.lines + line.number, &mut self.progress);
+        if n % 65536 == 0 {
+            progress(n);
+        }
+        let mut fields: Vec<&str> = std::mem::take(&mut self.spare);
+        sacct::split_line(line.text, &self.opts.delimiter, &mut fields);
+        let done = self.fields(st, rejects, line, &mut fields);
+        fields.clear();
+        self.spare = fields.into_iter().map(|_| "").collect();
+        done
+    }
+
+    /// Reads the fields of one line.
+    fn fields(
+        &mut self,
+        st: &mut InputState,
+        rejects: &mut Rejects,
+        line: &Line,
+        fields: &mut Vec<&str>,
+    ) -> Result<()> {
+        let delimiter = &self.opts.delimiter;
+        if Columns::is_header(st.cols.as_ref(), fields) {
+            if fields.len() > 1 && fields.last() == Some(&"") {
                 fields.pop();
             }
-            let outcome = if fields.len() != cols.count() {
-                Err(format!(
-                    "{} fields, expected {} (a '{}' inside a value, or a different field list?)",
-                    fields.len(),
-                    cols.count(),
-                    opts.delimiter
-                ))
-            } else {
-                sacct::parse_line(&fields, cols, &opts.parse)
-            };
-            match outcome {
-                Ok(Parsed::Job(p)) => {
-                    if let Some(done) = current.take() {
-                        send(done.finish(&mut notes), &mut stats)?;
-                    }
-                    rejected_key = None;
-                    current = Some(*p);
-                }
-                Ok(Parsed::Step(key, step)) => match current.as_mut() {
-                    Some(p) if p.key() == key => p.add_step(step),
-                    _ if rejected_key.as_deref() == Some(key) => {
-                        rejects.reject(
-                            name,
-                            line.number,
-                            &format!("step of the rejected job line {key}"),
-                        )?;
-                    }
-                    _ => {
-                        rejects.reject(
-                            name,
-                            line.number,
-                            &format!("step line without its job line {key}"),
-                        )?;
-                    }
-                },
-                // A last line without its newline is read like any other:
-                // sacct writes whole lines, so one that does not parse is a
-                // reject, never a tolerated truncation.
-                Err(reason) => {
-                    if let Some(k) = fields.first().and_then(|f| f.split('.').next()) {
-                        rejected_key = Some(k.trim().to_owned());
-                    }
-                    rejects.reject(name, line.number, &reason)?;
-                }
+            match Columns::from_names(fields.iter().copied()) {
+                Ok(c) => st.cols = Some(c),
+                Err(e) => line.reject(rejects, &format!("header: {e}"))?,
             }
-            fields.clear();
-            spare = fields.into_iter().map(|_| "").collect();
+            return Ok(());
         }
-        if let Some(done) = current.take() {
-            send(done.finish(&mut notes), &mut stats)?;
+        let cols = st.cols.get_or_insert_with(|| {
+            Columns::from_names(sacct::SACCT_FIELDS.iter().copied())
+                .expect("built-in fields have JobID")
+        });
+        // `--parsable` (not `--parsable2`) ends every line with the delimiter.
+        if fields.len() == cols.count() + 1 && fields.last() == Some(&"") {
+            fields.pop();
+        }
+        let outcome = if fields.len() != cols.count() {
+            Err(format!(
+                "{} fields, expected {} (a '{delimiter}' inside a value, or a different field list?)",
+                fields.len(),
+                cols.count(),
+            ))
+        } else {
+            sacct::parse_line(fields, cols, &self.opts.parse)
+        };
+        match outcome {
+            Ok(Parsed::Job(p)) => {
+                if let Some(done) = st.current.take() {
+                    self.send(done)?;
+                }
+                st.rejected_key = None;
+                st.current = Some(*p);
+                Ok(())
+            }
+            Ok(Parsed::Step(key, step)) => match st.current.as_mut() {
+                Some(p) if p.key() == key => {
+                    p.add_step(step);
+                    Ok(())
+                }
+                _ if st.rejected_key.as_deref() == Some(key) => {
+                    line.reject(rejects, &format!("step of the rejected job line {key}"))
+                }
+                _ => line.reject(rejects, &format!("step line without its job line {key}")),
+            },
+            // A last line without its newline is read like any other:
+            // sacct writes whole lines, so one that does not parse is a
+            // reject, never a tolerated truncation.
+            Err(reason) => {
+                if let Some(k) = fields.first().and_then(|f| f.split('.').next()) {
+                    st.rejected_key = Some(k.trim().to_owned());
+                }
+                line.reject(rejects, &reason)
+            }
         }
     }
-    stats.rejected = rejects.rejected;
-    stats.notes = notes;
-    Ok(stats)
 }
 
 /// Writes the one-line summary of a run on `err`.
@@ -332,10 +383,8 @@ mod tests {
         let mut out = Vec::new();
         let r = run(
             &opts(),
-            vec![Input {
-                name: None,
-                reader: Box::new(input),
-            }],
+            &Inputs::new(Vec::new()).unwrap(),
+            input,
             &mut Sink::Ndjson(&mut out),
             &mut |_| {},
         );

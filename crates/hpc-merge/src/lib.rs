@@ -24,6 +24,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 
 use argh::FromArgs;
+use hpc_core::input::{Input, Inputs, STDIN};
 use hpc_core::ndjson::Rejects;
 use hpc_core::{Error, Result};
 
@@ -127,37 +128,16 @@ pub struct Opts {
     pub step: Option<String>,
     /// Reader threads.
     pub threads: usize,
-    /// Input files (expanded from folders); empty means stdin.
-    pub inputs: Vec<String>,
+    /// Input files (expanded from folders), or stdin.
+    pub inputs: Inputs,
 }
 
 impl Opts {
     /// Checks `args` and expands folders into their `*.ndjson` files.
     pub fn from_args(args: Args) -> Result<Opts> {
-        if let Some(g) = args.grid {
-            if !(MIN_GRID_S..=MAX_GRID_S).contains(&g) {
-                return Err(Error::Usage(format!(
-                    "--grid {g}: must be from {MIN_GRID_S} to {MAX_GRID_S} seconds"
-                )));
-            }
-        }
-        if args.expect_nodes.is_some_and(|n| n as usize > MAX_NODES) {
-            return Err(Error::Usage(format!(
-                "--expect-nodes {}: at most {MAX_NODES}",
-                args.expect_nodes.unwrap_or_default()
-            )));
-        }
+        check_numbers(&args)?;
         if args.job.as_deref() == Some("") {
             return Err(Error::Usage("--job: give a job id".into()));
-        }
-        if !(args.max_gap.is_finite() && args.max_gap >= 0.0) {
-            return Err(Error::Usage(format!(
-                "--max-gap {}: must be 0 or more",
-                args.max_gap
-            )));
-        }
-        if args.cpus == Some(0) {
-            return Err(Error::Usage("--cpus 0: must be at least 1".into()));
         }
         let from = match args.from.as_str() {
             "ndjson" => Format::Ndjson,
@@ -180,29 +160,7 @@ impl Opts {
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
             .collect();
-        let mut inputs = Vec::new();
-        for i in &args.inputs {
-            let p = Path::new(i);
-            if i != "-" && p.is_dir() {
-                let mut found: Vec<String> = std::fs::read_dir(p)
-                    .map_err(|source| Error::Io {
-                        context: format!("cannot list {}", hpc_core::paths::shown(p)),
-                        source,
-                    })?
-                    .filter_map(|e| e.ok())
-                    .map(|e| e.path())
-                    .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "ndjson"))
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .collect();
-                found.sort();
-                inputs.extend(found);
-            } else {
-                inputs.push(i.clone());
-            }
-        }
-        if inputs.iter().filter(|i| *i == "-").count() > 1 {
-            return Err(Error::Usage("stdin (-) given twice".into()));
-        }
+        let inputs = Inputs::new(expand_folders(&args.inputs)?)?;
         let cpus = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -222,6 +180,59 @@ impl Opts {
             inputs,
         })
     }
+}
+
+/// Checks the numeric flags: `--grid`, `--expect-nodes`, `--max-gap`,
+/// `--cpus`.
+fn check_numbers(args: &Args) -> Result<()> {
+    if let Some(g) = args.grid {
+        if !(MIN_GRID_S..=MAX_GRID_S).contains(&g) {
+            return Err(Error::Usage(format!(
+                "--grid {g}: must be from {MIN_GRID_S} to {MAX_GRID_S} seconds"
+            )));
+        }
+    }
+    if args.expect_nodes.is_some_and(|n| n as usize > MAX_NODES) {
+        return Err(Error::Usage(format!(
+            "--expect-nodes {}: at most {MAX_NODES}",
+            args.expect_nodes.unwrap_or_default()
+        )));
+    }
+    if !(args.max_gap.is_finite() && args.max_gap >= 0.0) {
+        return Err(Error::Usage(format!(
+            "--max-gap {}: must be 0 or more",
+            args.max_gap
+        )));
+    }
+    if args.cpus == Some(0) {
+        return Err(Error::Usage("--cpus 0: must be at least 1".into()));
+    }
+    Ok(())
+}
+
+/// The inputs with each folder replaced by its `*.ndjson` files, sorted.
+fn expand_folders(names: &[String]) -> Result<Vec<String>> {
+    let mut inputs = Vec::new();
+    for i in names {
+        let p = Path::new(i);
+        if i == STDIN || !p.is_dir() {
+            inputs.push(i.clone());
+            continue;
+        }
+        let mut found: Vec<String> = std::fs::read_dir(p)
+            .map_err(|source| Error::Io {
+                context: format!("cannot list {}", hpc_core::paths::shown(p)),
+                source,
+            })?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "ndjson"))
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        found.sort();
+        inputs.extend(found);
+    }
+    Ok(inputs)
 }
 
 /// What a run did.
@@ -245,22 +256,16 @@ fn read_one(
     stdin: &mut dyn BufRead,
     step: f64,
 ) -> Result<StreamResult> {
-    let open = |name: &str| {
-        std::fs::File::open(name).map_err(|source| Error::Io {
-            context: format!("cannot open {}", hpc_core::paths::shown(Path::new(name))),
-            source,
-        })
+    let input = match name {
+        STDIN => Input::new(STDIN, stdin),
+        _ => Input::open(name)?,
     };
-    let job = opts.job.as_deref();
-    match (opts.from, name) {
-        (Format::Ndjson, "-") => input::read_stream(index, name, stdin, step, job),
-        (Format::Ndjson, _) => input::read_stream(index, name, open(name)?, step, job),
-        (Format::Sh5util, "-") => {
-            sh5util::read_sh5util(index, name, stdin, step, opts.step.as_deref())
-        }
-        (Format::Sh5util, _) => {
-            let f = std::io::BufReader::with_capacity(1 << 16, open(name)?);
-            sh5util::read_sh5util(index, name, f, step, opts.step.as_deref())
+    match opts.from {
+        Format::Ndjson => input::read_stream(index, input, step, opts.job.as_deref()),
+        Format::Sh5util => {
+            let name = input.name().to_owned();
+            let step_filter = opts.step.as_deref();
+            sh5util::read_sh5util(index, &name, input.into_reader(), step, step_filter)
         }
     }
 }
@@ -333,19 +338,15 @@ fn one_job(names: &[String], jobs: &mut [(usize, Option<(String, u64)>)]) -> Res
 pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stats> {
     // The bin step: the grid when given, else 1 s (coarsened at the end).
     let step = opts.grid.unwrap_or(1.0);
-    let names: Vec<String> = if opts.inputs.is_empty() {
-        vec!["-".into()]
-    } else {
-        opts.inputs.clone()
-    };
+    let names = opts.inputs.names();
     // The job's earliest start is known up front when every input opens
     // with a meta; then nodes are folded as soon as they are read.
-    let origin = origin_of(opts, &names);
-    let hosts = combine::Hosts::new(&names);
+    let origin = origin_of(opts, names);
+    let hosts = combine::Hosts::new(names);
     let mut comb = Combiner::new(opts, &hosts, step, origin);
     let mut got = Gathered::default();
     let threads = opts.threads.min(names.len()).max(1);
-    if threads == 1 || names.iter().any(|n| n == "-") {
+    if threads == 1 || opts.inputs.reads_stdin() {
         for (i, n) in names.iter().enumerate() {
             let r = read_one(opts, i, n, &mut stdin, step)?;
             got.take(r, &mut comb)?;
@@ -353,7 +354,7 @@ pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stat
     } else {
         let reader = pool::Reader {
             opts,
-            names: &names,
+            names,
             hosts: &hosts,
             step,
             origin,
@@ -361,26 +362,8 @@ pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stat
         let early = origin.is_some();
         pool::read_all(&reader, threads, |msg| got.handle(msg, early, &mut comb))?;
     }
-    one_job(&names, &mut got.jobs)?;
-    got.passthrough.sort_by_key(|(i, _)| *i);
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-    for (_, ls) in &got.passthrough {
-        for l in ls {
-            out.write_all(l.as_bytes())?;
-            out.write_all(b"\n")?;
-        }
-    }
-    let (samples_out, nodes) = comb.finish(&mut out)?;
-    out.flush()?;
-    let mut rej = Rejects::new("hpc-merge");
-    rej.rejected = got.rejected;
-    rej.finish(got.lines)?;
-    Ok(Stats {
-        lines: got.lines,
-        rejected: got.rejected,
-        samples_out,
-        nodes,
-    })
+    one_job(names, &mut got.jobs)?;
+    got.write(comb, out)
 }
 
 /// What the inputs gave besides their nodes, gathered as they are read.
@@ -395,6 +378,29 @@ struct Gathered {
 }
 
 impl Gathered {
+    /// Writes the pass-through lines, then the merged series and summaries.
+    fn write(mut self, comb: Combiner, out: impl Write) -> Result<Stats> {
+        self.passthrough.sort_by_key(|(i, _)| *i);
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+        for (_, ls) in &self.passthrough {
+            for l in ls {
+                out.write_all(l.as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+        }
+        let (samples_out, nodes) = comb.finish(&mut out)?;
+        out.flush()?;
+        let mut rej = Rejects::new("hpc-merge");
+        rej.rejected = self.rejected;
+        rej.finish(self.lines)?;
+        Ok(Stats {
+            lines: self.lines,
+            rejected: self.rejected,
+            samples_out,
+            nodes,
+        })
+    }
+
     /// Takes one input's result; its nodes go to `comb`.
     fn take(&mut self, r: StreamResult, comb: &mut Combiner) -> Result<()> {
         self.lines += r.lines;

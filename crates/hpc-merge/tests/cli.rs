@@ -555,7 +555,7 @@ fn an_endless_line_is_skipped_in_bounded_memory() {
     let (code, out, err) = TOOL.cli(&[&p], "");
     assert_eq!(code, 1, "{err}");
     assert!(
-        err.contains("n1.ndjson: line 6: longer than 16 MiB: skipped"),
+        err.contains("n1.ndjson: line 6: line longer than 16777216 bytes: skipped"),
         "{err}"
     );
     assert_eq!(num(&job_summary(&out), "samples"), 10.0, "{out}");

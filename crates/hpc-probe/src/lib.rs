@@ -34,6 +34,14 @@ use serde_json::Value;
 pub use opts::{Args, Opts, Target};
 pub use sampler::{read_file, read_into};
 
+/// The whole tool, as every hpc-sizer binary's `main` calls it: checks
+/// `args` (with the SLURM environment) and runs. Returns the exit status
+/// as [`run`] does.
+pub fn main_with(args: Args) -> Result<u8> {
+    let opts = Opts::from_args(args, |k| std::env::var(k).ok())?;
+    run(&opts)
+}
+
 use sampler::{Config, Sampler, Watch};
 
 /// Where records go: stdout or a private file. Each record is written with

@@ -1,14 +1,12 @@
-use std::process::ExitCode;
+//! The hpc-probe command: see the library for the work.
 
-fn main() -> ExitCode {
-    let args: hpc_probe::Args = match hpc_core::cli::parse_args("hpc-probe") {
-        Ok(a) => a,
-        Err(code) => return code,
-    };
-    let result = hpc_probe::Opts::from_args(args, |k| std::env::var(k).ok())
-        .and_then(|o| hpc_probe::run(&o));
-    match result {
-        Ok(code) if code != 0 => ExitCode::from(code),
-        other => hpc_core::run_main("hpc-probe", other),
+fn main() -> std::process::ExitCode {
+    match hpc_core::cli::parse_args::<hpc_probe::Args>("hpc-probe") {
+        // The status of the command it ran, when that failed.
+        Ok(args) => match hpc_probe::main_with(args) {
+            Ok(code) if code != 0 => std::process::ExitCode::from(code),
+            other => hpc_core::run_main("hpc-probe", other),
+        },
+        Err(code) => code,
     }
 }

@@ -1,10 +1,11 @@
 //! The command line of hpc-store.
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use argh::FromArgs;
-use hpc_core::ndjson::{open_input, Rejects};
+use hpc_core::input::Inputs;
+use hpc_core::ndjson::Rejects;
 use hpc_core::{paths, slurm, Error, Result};
 use hpc_db::{JobFilter, Store};
 
@@ -242,58 +243,11 @@ pub fn filter(
     })
 }
 
-/// Runs one subcommand.
-pub fn main(args: Args) -> Result<()> {
+/// The whole tool: runs one subcommand.
+pub fn main_with(args: Args) -> Result<()> {
     let path = paths::db_path(args.db.as_deref());
     match args.cmd {
-        Cmd::Put(p) => {
-            if p.spool.is_some() && !p.files.is_empty() {
-                return Err(Error::Usage("put takes --spool or files, not both".into()));
-            }
-            let mut store = Store::open(&path)?;
-            let mut rejects = Rejects::new("hpc-store");
-            rejects.strict = p.strict;
-            let rep = if let Some(dir) = &p.spool {
-                let opts = SpoolOptions { settle_s: p.settle };
-                put_spool(&mut store, dir, opts, &mut rejects)?
-            } else {
-                let files = if p.files.is_empty() {
-                    vec!["-".to_string()]
-                } else {
-                    p.files
-                };
-                let mut total = PutReport::default();
-                for f in &files {
-                    let name = (f != "-").then(|| paths::escaped(f));
-                    total += put_reader(&mut store, name.as_deref(), open_input(f)?, &mut rejects)?;
-                }
-                total
-            };
-            let spool = if p.spool.is_some() {
-                format!(
-                    " in {} spool files ({} left for later, {} left alone)",
-                    rep.files, rep.waiting, rep.skipped
-                )
-            } else {
-                String::new()
-            };
-            hpc_core::note!(
-                "hpc-store: {} jobs, {} other records from {} lines{spool} into {}; {} rejected",
-                rep.written.jobs,
-                rep.written.others,
-                rep.lines,
-                paths::shown(&path),
-                rejects.rejected
-            );
-            rejects.finish(rep.lines)?;
-            if rep.skipped > 0 {
-                return Err(Error::Other(format!(
-                    "{} spool files could not be loaded (see above); they stay in the spool",
-                    rep.skipped
-                )));
-            }
-            Ok(())
-        }
+        Cmd::Put(p) => put(&path, p),
         Cmd::Status(_) => {
             let store = existing(&path)?;
             let mut out = io::BufWriter::new(io::stdout().lock());
@@ -308,33 +262,7 @@ pub fn main(args: Args) -> Result<()> {
             dump(&store, &kinds, &f, &mut out)?;
             Ok(())
         }
-        Cmd::Report(r) => {
-            let by: By = r.by.parse().map_err(Error::Usage)?;
-            let format: Format = r.format.parse().map_err(Error::Usage)?;
-            let f = r.filter()?;
-            let groups = match group_file(r.groups) {
-                // A bad mapping file is a usage error, like a bad --config.
-                Some(p) if by == By::Group => {
-                    report::read_groups(&p).map_err(|e| Error::Usage(e.to_string()))?
-                }
-                _ => report::Groups::new(),
-            };
-            let raw = match &r.parquet {
-                Some(dir) => parquet_rows(dir, by, &f)?,
-                None => report::sqlite_rows(&existing(&path)?, by, &f)?,
-            };
-            let (rows, unsplit) = report::finish(by, raw, &groups)?;
-            let mut out = io::BufWriter::new(io::stdout().lock());
-            report::write(&mut out, by, &rows, format)?;
-            out.flush()?;
-            if unsplit > 0 {
-                return Err(Error::Other(format!(
-                    "{unsplit} node lists could not be read (see above); their jobs are counted under '{}'",
-                    report::BAD_NODE_KEY
-                )));
-            }
-            Ok(())
-        }
+        Cmd::Report(r) => report_cmd(&path, r),
         Cmd::Flags(a) => {
             let format: Format = a.format.parse().map_err(Error::Usage)?;
             let f = a.filter()?;
@@ -358,6 +286,84 @@ pub fn main(args: Args) -> Result<()> {
             export(&existing(&path)?, &e.parquet, &f)
         }
     }
+}
+
+/// `put`: files (or stdin) or a spool folder into the database at `path`.
+fn put(path: &Path, p: PutArgs) -> Result<()> {
+    if p.spool.is_some() && !p.files.is_empty() {
+        return Err(Error::Usage("put takes --spool or files, not both".into()));
+    }
+    let inputs = Inputs::new(p.files)?;
+    let mut store = Store::open(path)?;
+    let mut rejects = Rejects::new("hpc-store");
+    rejects.strict = p.strict;
+    let rep = match &p.spool {
+        Some(dir) => {
+            let opts = SpoolOptions { settle_s: p.settle };
+            put_spool(&mut store, dir, opts, &mut rejects)?
+        }
+        None => {
+            let mut total = PutReport::default();
+            inputs.for_each(io::stdin().lock(), |input| {
+                total += put_reader(&mut store, input, &mut rejects)?;
+                Ok(())
+            })?;
+            total
+        }
+    };
+    let spool = match p.spool {
+        Some(_) => format!(
+            " in {} spool files ({} left for later, {} left alone)",
+            rep.files, rep.waiting, rep.skipped
+        ),
+        None => String::new(),
+    };
+    hpc_core::note!(
+        "hpc-store: {} jobs, {} other records from {} lines{spool} into {}; {} rejected",
+        rep.written.jobs,
+        rep.written.others,
+        rep.lines,
+        paths::shown(path),
+        rejects.rejected
+    );
+    rejects.finish(rep.lines)?;
+    if rep.skipped > 0 {
+        return Err(Error::Other(format!(
+            "{} spool files could not be loaded (see above); they stay in the spool",
+            rep.skipped
+        )));
+    }
+    Ok(())
+}
+
+/// `report`: the efficiency report from the database at `path` or a
+/// Parquet dataset.
+fn report_cmd(path: &Path, r: ReportArgs) -> Result<()> {
+    let by: By = r.by.parse().map_err(Error::Usage)?;
+    let format: Format = r.format.parse().map_err(Error::Usage)?;
+    let f = r.filter()?;
+    let groups = match group_file(r.groups) {
+        // A bad mapping file is a usage error, like a bad --config.
+        Some(p) if by == By::Group => {
+            report::read_groups(&p).map_err(|e| Error::Usage(e.to_string()))?
+        }
+        _ => report::Groups::new(),
+    };
+    let raw = match &r.parquet {
+        Some(dir) => parquet_rows(dir, by, &f)?,
+        None => report::sqlite_rows(&existing(path)?, by, &f)?,
+    };
+    let (rows, unsplit) = report::finish(by, raw, &groups)?;
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    report::write(&mut out, by, &rows, format)?;
+    out.flush()?;
+    if unsplit > 0 {
+        return Err(Error::Other(format!(
+            "{unsplit} node lists could not be read (see above); their jobs are counted under '{}'",
+            report::BAD_NODE_KEY
+        )));
+    }
+    Ok(())
 }
 
 /// Opens the database, which must exist, for reading only.

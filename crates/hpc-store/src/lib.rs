@@ -11,11 +11,14 @@ pub mod cli;
 pub mod parquet;
 pub mod report;
 
+pub use cli::{main_with, Args};
+
 use std::fs;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::input::{Input, Line};
+use hpc_core::ndjson::Rejects;
 use hpc_core::paths::shown;
 use hpc_core::record::{peek_kind, tag_into};
 use hpc_core::{Error, IoContext, Result};
@@ -63,87 +66,78 @@ struct Pending {
     unterminated: bool,
 }
 
-/// Loads NDJSON records from one reader, committing in batches. Bad lines
-/// are reported (with `source` and line number) and skipped; a last line
-/// cut off mid-record (a killed writer) is tolerated with a warning. A
-/// failure of the database stops the load with an error.
-pub fn put_reader(
-    store: &mut Store,
-    source: Option<&str>,
-    input: impl BufRead,
-    rejects: &mut Rejects,
-) -> Result<PutReport> {
+/// The lines read and not yet written.
+#[derive(Default)]
+struct Batch {
+    lines: Vec<Pending>,
+    bytes: usize,
+}
+
+impl Batch {
+    fn push(&mut self, line: &Line) {
+        self.bytes += line.text.len();
+        self.lines.push(Pending {
+            number: line.number,
+            text: line.text.to_owned(),
+            unterminated: line.unterminated,
+        });
+    }
+
+    fn is_full(&self) -> bool {
+        self.lines.len() >= BATCH_LINES || self.bytes >= BATCH_BYTES
+    }
+
+    /// Writes the batch in one transaction and empties it.
+    fn write(
+        &mut self,
+        store: &mut Store,
+        source: Option<&str>,
+        rejects: &mut Rejects,
+    ) -> hpc_db::Result<PutStats> {
+        let mut w = store.writer()?;
+        for p in &self.lines {
+            let outcome = match peek_kind(&p.text) {
+                None => Err(PutError::Bad("not a JSON object with a \"kind\"".into())),
+                Some(kind) => w.put_line(&kind, &p.text),
+            };
+            let line = Line {
+                source,
+                number: p.number,
+                text: &p.text,
+                unterminated: p.unterminated,
+            };
+            match outcome {
+                Ok(()) => {}
+                Err(PutError::Store(e)) => return Err(e),
+                Err(PutError::Bad(why)) => line.bad_record(rejects, &why)?,
+            }
+        }
+        self.lines.clear();
+        self.bytes = 0;
+        w.commit()
+    }
+}
+
+/// Loads NDJSON records from one input, committing in batches. Bad lines
+/// are reported (with the input's name and line number) and skipped; a
+/// last line cut off mid-record (a killed writer) is tolerated with a
+/// warning. A failure of the database stops the load with an error.
+pub fn put_reader(store: &mut Store, input: Input, rejects: &mut Rejects) -> Result<PutReport> {
     let mut rep = PutReport::default();
-    let mut lines = LineReader::new(input);
-    let mut batch: Vec<Pending> = Vec::new();
-    let mut bytes = 0;
-    loop {
-        let next = lines.next_line()?;
-        let end = next.is_none();
-        match next {
-            None => {}
-            Some(Err((n, why))) => {
-                rep.lines += 1;
-                rejects.reject(source, n, &why)?;
-            }
-            Some(Ok(line)) => {
-                rep.lines += 1;
-                if !line.text.trim().is_empty() {
-                    bytes += line.text.len();
-                    batch.push(Pending {
-                        number: line.number,
-                        text: line.text.to_owned(),
-                        unterminated: line.unterminated,
-                    });
-                }
-            }
+    let mut batch = Batch::default();
+    let source = input.source().map(str::to_owned);
+    let source = source.as_deref();
+    rep.lines = input.for_each_line(rejects, |rejects, line| {
+        batch.push(&line);
+        if batch.is_full() {
+            rep.written += batch.write(store, source, rejects)?;
         }
-        if !batch.is_empty() && (end || batch.len() >= BATCH_LINES || bytes >= BATCH_BYTES) {
-            rep.written += write_batch(store, source, &batch, rejects)?;
-            batch.clear();
-            bytes = 0;
-        }
-        if end {
-            return Ok(rep);
-        }
+        Ok(())
+    })?;
+    if !batch.lines.is_empty() {
+        rep.written += batch.write(store, source, rejects)?;
     }
-}
-
-/// Writes one batch in one transaction.
-fn write_batch(
-    store: &mut Store,
-    source: Option<&str>,
-    batch: &[Pending],
-    rejects: &mut Rejects,
-) -> hpc_db::Result<PutStats> {
-    let mut w = store.writer()?;
-    for line in batch {
-        let outcome = match peek_kind(&line.text) {
-            None => Err(PutError::Bad("not a JSON object with a \"kind\"".into())),
-            Some(kind) => w.put_line(&kind, &line.text),
-        };
-        match outcome {
-            Ok(()) => {}
-            Err(PutError::Store(e)) => return Err(e),
-            Err(PutError::Bad(why)) if line.unterminated && is_cut_record(&line.text) => {
-                rejects.warn(
-                    source,
-                    line.number,
-                    &format!("truncated last line ignored: {why}"),
-                );
-            }
-            Err(PutError::Bad(why)) => rejects.reject(source, line.number, &why)?,
-        }
-    }
-    w.commit()
-}
-
-/// True for the start of a JSON object that the input ended inside of: what
-/// a writer killed mid-line leaves. Anything else on a last line is a bad
-/// line like any other.
-fn is_cut_record(text: &str) -> bool {
-    text.trim_start().starts_with('{')
-        && serde_json::from_str::<serde::de::IgnoredAny>(text).is_err_and(|e| e.is_eof())
+    Ok(rep)
 }
 
 /// How a spool folder is loaded.
@@ -202,7 +196,8 @@ pub fn put_spool(
             }
         };
         let before = rejects.rejected;
-        let rep = put_reader(store, Some(&name), std::io::BufReader::new(file), rejects)?;
+        let input = Input::new(&path.to_string_lossy(), std::io::BufReader::new(file));
+        let rep = put_reader(store, input, rejects)?;
         let dest_dir = dir.join(if rejects.rejected > before {
             "rejected"
         } else {
@@ -351,6 +346,13 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> hpc_db::Result
         out,
         "MaxRSS coverage: {with_rss} of {ran} finished jobs that ran ({pct:.1} %)"
     )?;
+    write_states_and_counts(store, out)
+}
+
+/// The `status` lines after the date range: jobs by state, the records of
+/// each other table and the last ingest.
+fn write_states_and_counts(store: &Store, out: &mut dyn Write) -> hpc_db::Result<()> {
+    let c = store.conn();
     let mut st =
         c.prepare("SELECT state, count(*) FROM jobs GROUP BY state ORDER BY count(*) DESC, state")?;
     let states = st
@@ -377,11 +379,8 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> hpc_db::Result
         ("samples", "samples"),
         ("other records", "records"),
     ] {
-        writeln!(
-            out,
-            "{name}: {}",
-            one(&format!("SELECT count(*) FROM {table}"))?
-        )?;
+        let n: i64 = c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
+        writeln!(out, "{name}: {n}")?;
     }
     match store.mark("last_ingest")? {
         Some((v, at)) => writeln!(

@@ -1,8 +1,8 @@
-use std::process::ExitCode;
+//! The hpc-store command: see the library for the work.
 
-fn main() -> ExitCode {
-    match hpc_core::cli::parse_args("hpc-store") {
-        Ok(args) => hpc_core::run_main("hpc-store", hpc_store::cli::main(args)),
+fn main() -> std::process::ExitCode {
+    match hpc_core::cli::parse_args::<hpc_store::Args>("hpc-store") {
+        Ok(args) => hpc_core::run_main("hpc-store", hpc_store::main_with(args)),
         Err(code) => code,
     }
 }
