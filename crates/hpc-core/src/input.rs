@@ -156,6 +156,15 @@ impl<'a> Input<'a> {
         Ok(Input::new(name, io::BufReader::with_capacity(1 << 16, f)))
     }
 
+    /// Opens `name`: standard input for [`STDIN`] (`-`), else the file
+    /// (for a tool that reads one input named by an option).
+    pub fn named(name: &str) -> Result<Input<'static>> {
+        if name == STDIN {
+            return Ok(Input::new(STDIN, io::BufReader::new(io::stdin())));
+        }
+        Input::open(name)
+    }
+
     /// The name as given (`-` for stdin).
     pub fn name(&self) -> &str {
         &self.name

@@ -9,7 +9,8 @@ use std::io::Write;
 
 use argh::FromArgs;
 use hpc_core::advice::Backtest;
-use hpc_core::ndjson::{open_input, Rejects};
+use hpc_core::input::Input;
+use hpc_core::ndjson::Rejects;
 use hpc_core::record::write_tagged;
 use hpc_core::{Error, Result};
 
@@ -442,12 +443,12 @@ fn read_trace(args: &BacktestArgs, rejects: &mut Rejects) -> Result<Trace> {
     match &args.csv {
         Some(path) => {
             let map = args.mapping()?;
-            trace::read_csv(open_input(path)?, &map, path, rejects)
+            trace::read_csv(Input::named(path)?.into_reader(), &map, path, rejects)
         }
         None if args.mgnify.is_some() => Err(Error::Usage("--mgnify needs --csv FILE".into())),
         None => {
             let path = args.history.as_deref().unwrap_or("-");
-            let h = crate::history::read_history(open_input(path)?, Some(path), rejects)?;
+            let h = crate::history::read_history(Input::named(path)?, rejects)?;
             Ok(trace::from_history(&h.jobs))
         }
     }

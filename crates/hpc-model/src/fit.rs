@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use argh::FromArgs;
-use hpc_core::ndjson::{open_input, Rejects};
+use hpc_core::input::Input;
+use hpc_core::ndjson::Rejects;
 use hpc_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -154,11 +155,7 @@ pub fn fit_models(jobs: &[Past]) -> Result<Models> {
 /// Runs `hpc-model fit`.
 pub fn main_with(args: FitArgs) -> Result<()> {
     let mut rejects = Rejects::new("hpc-model");
-    let h = read_history(
-        open_input(&args.history)?,
-        Some(&args.history),
-        &mut rejects,
-    )?;
+    let h = read_history(Input::named(&args.history)?, &mut rejects)?;
     let models = fit_models(&h.jobs)?;
     let path = args.models.unwrap_or_else(crate::recommend::default_models);
     hpc_core::paths::write_atomic(&path, |w| {

@@ -8,10 +8,10 @@
 //! does not parse, is rejected with its line number.
 
 use std::collections::HashMap;
-use std::io::BufRead;
 
 use hpc_core::advice::Analysis;
-use hpc_core::ndjson::{LineReader, Rejects};
+use hpc_core::input::Input;
+use hpc_core::ndjson::Rejects;
 use hpc_core::record::{from_line, peek_kind, Job, Summary};
 use hpc_core::{Error, Result};
 
@@ -126,47 +126,28 @@ fn parse_item(text: &str) -> std::result::Result<Item, String> {
 }
 
 /// Calls `each` with every parsed line of `input`; unreadable or malformed
-/// lines go to `rejects` (a truncated last line is only warned about).
+/// lines go to `rejects` (a cut last record is only warned about).
 fn for_each_item(
-    input: impl BufRead,
-    source: Option<&str>,
+    input: Input<'_>,
     rejects: &mut Rejects,
     mut each: impl FnMut(Item),
 ) -> Result<u64> {
-    let mut reader = LineReader::new(input);
-    while let Some(line) = reader.next_line()? {
-        let line = match line {
-            Ok(l) => l,
-            Err((n, why)) => {
-                rejects.reject(source, n, &why)?;
-                continue;
-            }
-        };
-        if line.text.trim().is_empty() {
-            continue;
+    input.for_each_line(rejects, |rejects, line| match parse_item(line.text) {
+        Ok(item) => {
+            each(item);
+            Ok(())
         }
-        match parse_item(line.text) {
-            Ok(item) => each(item),
-            Err(_) if line.unterminated => {
-                rejects.warn(source, line.number, "truncated last line ignored")
-            }
-            Err(why) => rejects.reject(source, line.number, &why)?,
-        }
-    }
-    Ok(reader.lines_read())
+        Err(why) => line.bad_record(rejects, &why),
+    })
 }
 
 /// Reads a history: job records joined with their job-wide summaries and
 /// analyses by `job_id`.
-pub fn read_history(
-    input: impl BufRead,
-    source: Option<&str>,
-    rejects: &mut Rejects,
-) -> Result<History> {
+pub fn read_history(input: Input<'_>, rejects: &mut Rejects) -> Result<History> {
     let mut jobs = Vec::new();
     let mut summaries: HashMap<String, Summary> = HashMap::new();
     let mut analyses: HashMap<String, Analysis> = HashMap::new();
-    let lines = for_each_item(input, source, rejects, |item| match item {
+    let lines = for_each_item(input, rejects, |item| match item {
         Item::Job(j) => jobs.push(j),
         Item::Summary(s) if s.host.is_none() => {
             summaries.insert(s.job_id.clone(), s);
@@ -223,22 +204,16 @@ fn past_of(j: Job, s: Option<&Summary>, a: Option<&Analysis>) -> Past {
 
 /// Reads the first `analysis` record of `input` (the script to size, as
 /// `hpc-model analyze` prints it).
-pub fn read_analysis(input: impl BufRead, source: Option<&str>) -> Result<Analysis> {
+pub fn read_analysis(input: Input<'_>) -> Result<Analysis> {
     let mut rejects = Rejects::new("hpc-model");
     let mut found = None;
-    for_each_item(input, source, &mut rejects, |item| {
+    let shown = input.shown();
+    for_each_item(input, &mut rejects, |item| {
         if let (None, Item::Analysis(a)) = (&found, item) {
             found = Some(a);
         }
     })?;
-    found.ok_or_else(|| {
-        Error::Other(format!(
-            "{}: no analysis record",
-            source
-                .map(hpc_core::paths::escaped)
-                .unwrap_or("input".into())
-        ))
-    })
+    found.ok_or_else(|| Error::Other(format!("{shown}: no analysis record")))
 }
 
 #[cfg(test)]
@@ -263,7 +238,7 @@ mod tests {
     #[test]
     fn joins_summaries_and_analyses_and_reports_bad_lines() {
         let mut rej = Rejects::new("t");
-        let h = read_history(LINES.as_bytes(), None, &mut rej).unwrap();
+        let h = read_history(Input::new("-", LINES.as_bytes()), &mut rej).unwrap();
         assert_eq!(rej.rejected, 1, "line 2 only; the truncated last is warned");
         assert_eq!(h.jobs.len(), 2);
         let first = &h.jobs[0];

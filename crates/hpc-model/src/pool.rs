@@ -12,7 +12,8 @@ use std::str::FromStr;
 
 use argh::FromArgs;
 use hpc_core::advice::{Analysis, Rec};
-use hpc_core::ndjson::{open_input, LineReader};
+use hpc_core::input::Input;
+use hpc_core::ndjson::LineReader;
 use hpc_core::record::{from_line, peek_kind};
 use hpc_core::slurm::{parse_duration, parse_mem};
 use hpc_core::{Error, Result};
@@ -206,7 +207,7 @@ type Asked = (Option<u32>, Option<f64>, Option<u32>, Option<f64>);
 
 /// The first `analysis` or `rec` record of a file, as what it asks for.
 fn read_asked(path: &str) -> Result<Asked> {
-    let mut lines = LineReader::new(open_input(path)?);
+    let mut lines = LineReader::new(Input::named(path)?.into_reader());
     let shown = hpc_core::paths::shown(std::path::Path::new(path));
     let bad = |n: u64, e: String| Error::Other(format!("{shown}: line {n}: {e}"));
     while let Some(line) = lines.next_line()? {
@@ -339,7 +340,8 @@ fn read_or_run(file: Option<&str>, cmd: &[&str]) -> Result<(String, String)> {
         Some(path) => {
             let shown = hpc_core::paths::shown(std::path::Path::new(path));
             let mut text = String::new();
-            open_input(path)?
+            Input::named(path)?
+                .into_reader()
                 .read_to_string(&mut text)
                 .map_err(|e| Error::Other(format!("{shown}: {e}")))?;
             Ok((shown, text))

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use argh::FromArgs;
 use hpc_core::advice::{Analysis, Basis, Rec, Tier};
-use hpc_core::ndjson::{open_input, Rejects};
+use hpc_core::input::{Input, STDIN};
+use hpc_core::ndjson::Rejects;
 use hpc_core::record::write_tagged;
 use hpc_core::{Error, Result};
 
@@ -406,12 +407,12 @@ pub fn text_lines(rec: &Rec) -> Vec<String> {
 /// `-`, or a file that holds one), else the batch script analyzed.
 fn analysis_of(script: &str, table: &ToolTable) -> Result<Analysis> {
     if script == "-" {
-        return read_analysis(open_input("-")?, Some("-"));
+        return read_analysis(Input::named(STDIN)?);
     }
-    let mut input = open_input(script)?;
+    let mut input = Input::open(script)?.into_reader();
     let starts_json = input.fill_buf()?.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
     if starts_json {
-        return read_analysis(input, Some(script));
+        return read_analysis(Input::new(script, input));
     }
     crate::analyze::analyze(Path::new(script), table)
 }
@@ -442,7 +443,7 @@ pub fn main_with(args: RecommendArgs) -> Result<()> {
     let analysis = analysis_of(&args.script, &table)?;
     let mut rejects = Rejects::new("hpc-model");
     let history = match &args.history {
-        Some(p) => read_history(open_input(p)?, Some(p), &mut rejects)?,
+        Some(p) => read_history(Input::named(p)?, &mut rejects)?,
         None => Default::default(),
     };
     let models = match &args.models {

@@ -412,7 +412,10 @@ fn a_cut_last_line_is_reported_and_tolerated() {
     text.push_str("{\"kind\":\"sample\",\"t\":17");
     let (code, _, err) = cli(&["job"], text.as_bytes());
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("line 601: cut last line ignored"), "{err}");
+    assert!(
+        err.contains("line 601: truncated last line ignored"),
+        "{err}"
+    );
 }
 
 #[test]
