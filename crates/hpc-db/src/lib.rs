@@ -15,5 +15,6 @@ pub mod store;
 
 pub use error::{Error, Result};
 pub use store::{
-    job_columns, now_epoch, JobColumn, JobFilter, PutError, PutStats, Store, Writer, SCHEMA_VERSION,
+    job_columns, now_epoch, JobColumn, JobFilter, PutError, PutStats, Store, Writer,
+    SCHEMA_VERSION, TOOL_SQL,
 };

@@ -196,9 +196,17 @@ with_job_filters! {
     /// Write stored records as NDJSON.
     #[argh(subcommand, name = "dump")]
     pub struct DumpArgs {
-        /// kinds to write, comma-separated: job, summary, flag, sample, other (default job)
+        /// kinds to write, comma-separated: job, summary, flag, sample, other, or the kind of other records such as analysis or rec (default job)
         #[argh(option, default = "String::from(\"job\")")]
         pub kind: String,
+
+        /// only jobs of this tool (from their analysis record, else the job name)
+        #[argh(option)]
+        pub tool: Option<String>,
+
+        /// only the latest N of the jobs selected (by end time)
+        #[argh(option)]
+        pub limit: Option<u64>,
     }
 }
 
@@ -240,6 +248,7 @@ pub fn filter(
         partition,
         since,
         until: until.map(parse_date).transpose()?,
+        ..JobFilter::default()
     })
 }
 
@@ -256,7 +265,11 @@ pub fn main_with(args: Args) -> Result<()> {
         }
         Cmd::Dump(d) => {
             let kinds = dump_kinds(&d.kind)?;
-            let f = d.filter()?;
+            let f = JobFilter {
+                tool: d.tool.clone(),
+                limit: d.limit,
+                ..d.filter()?
+            };
             let store = existing(&path)?;
             let mut out = io::BufWriter::with_capacity(1 << 16, io::stdout().lock());
             dump(&store, &kinds, &f, &mut out)?;

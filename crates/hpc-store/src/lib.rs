@@ -393,8 +393,11 @@ fn write_states_and_counts(store: &Store, out: &mut dyn Write) -> hpc_db::Result
     Ok(())
 }
 
-/// The kinds `dump` can write.
-pub const DUMP_KINDS: [&str; 5] = ["job", "summary", "flag", "sample", "other"];
+/// The kinds `dump` can write: `other` is every record of a kind the store
+/// keeps whole (`analysis`, `rec`, ...), `analysis` and `rec` those alone.
+pub const DUMP_KINDS: [&str; 7] = [
+    "job", "summary", "flag", "sample", "analysis", "rec", "other",
+];
 
 /// Writes records back out as NDJSON. Jobs honour every filter; the other
 /// kinds honour `--user` and the dates through their job.
@@ -416,19 +419,31 @@ pub fn dump(
                     Ok(())
                 })?;
             }
-            "summary" | "flag" | "sample" | "other" => {
+            "summary" | "flag" | "sample" | "analysis" | "rec" | "other" => {
                 let (table, select) = match kind.as_str() {
                     "summary" => ("summaries", "json"),
                     "sample" => ("samples", "json"),
-                    "other" => ("records", "json"),
+                    "analysis" | "rec" | "other" => ("records", "json"),
                     _ => ("flags", "json_object('kind','flag','job_id',job_id,'flag',flag,'category',category,'value',value,'threshold',threshold,'reason',reason)"),
                 };
                 let (cond, ps) = filter.sql();
                 let filtered = !filter.is_empty();
-                let sql = if filtered {
-                    format!("SELECT {select} FROM {table} t WHERE t.job_id IN (SELECT job_id_raw FROM jobs WHERE {cond}) ORDER BY 1")
-                } else {
-                    format!("SELECT {select} FROM {table} ORDER BY job_id")
+                let mut wheres = Vec::new();
+                if matches!(kind.as_str(), "analysis" | "rec") {
+                    // One of the fixed names above: safe as a literal.
+                    wheres.push(format!("t.kind = '{kind}'"));
+                }
+                if filtered {
+                    wheres.push(format!(
+                        "t.job_id IN (SELECT job_id_raw FROM jobs WHERE {cond})"
+                    ));
+                }
+                let sql = match wheres.is_empty() {
+                    true => format!("SELECT {select} FROM {table} t ORDER BY job_id"),
+                    false => format!(
+                        "SELECT {select} FROM {table} t WHERE {} ORDER BY job_id",
+                        wheres.join(" AND ")
+                    ),
                 };
                 let mut st = store.conn().prepare(&sql)?;
                 let mut rows = if filtered {

@@ -703,11 +703,7 @@ pub fn write_table(
     Ok(())
 }
 
-/// The tool of a job in SQL: the `tool` (or first of `tools`) of its
-/// analysis record, else its job name.
-pub const TOOL_SQL: &str =
-    "COALESCE((SELECT COALESCE(json_extract(r.json, '$.tool'), json_extract(r.json, '$.tools[0]'))
-    FROM records r WHERE r.kind = 'analysis' AND r.job_id = jobs.job_id_raw), job_name)";
+pub use hpc_db::TOOL_SQL;
 
 /// The value at quantile `q` (0..=1) of sorted values, by linear interpolation.
 pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
