@@ -16,6 +16,7 @@ mod bins;
 mod combine;
 mod fast;
 mod fields;
+mod gpus;
 mod input;
 mod pool;
 mod sh5util;
@@ -366,6 +367,7 @@ pub fn run(opts: &Opts, mut stdin: impl BufRead, out: impl Write) -> Result<Stat
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     for (_, ls) in &got.passthrough {
         for l in ls {
+            comb.note_passthrough(l);
             out.write_all(l.as_bytes())?;
             out.write_all(b"\n")?;
         }
