@@ -84,11 +84,16 @@ impl GpuSource for NvmlSource {
     fn devices(&mut self) -> Result<Vec<Device>, String> {
         let n = self.nvml.device_count().map_err(|e| e.to_string())?;
         let mut out = Vec::with_capacity(n as usize);
+        let mut last_err = None;
         for index in 0..n {
-            let d = self
-                .nvml
-                .device_by_index(index)
-                .map_err(|e| format!("GPU {index}: {e}"))?;
+            // A GPU outside the job's cgroup cannot be opened: skip it.
+            let d = match self.nvml.device_by_index(index) {
+                Ok(d) => d,
+                Err(e) => {
+                    last_err = Some(format!("GPU {index}: {e}"));
+                    continue;
+                }
+            };
             out.push(Device {
                 index,
                 minor: d.minor_number().ok(),
@@ -97,7 +102,10 @@ impl GpuSource for NvmlSource {
                 mem_total: d.memory_info().map_or(0, |m| m.total),
             });
         }
-        Ok(out)
+        match last_err {
+            Some(e) if out.is_empty() => Err(e),
+            _ => Ok(out),
+        }
     }
 
     fn read(&mut self, index: u32) -> Reading {
