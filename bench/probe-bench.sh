@@ -3,7 +3,8 @@
 # floor loop that only reads the same /proc files, peak RSS, and a churn
 # soak (processes starting and exiting hundreds of times a second), and
 # the procfs crate against the probe's own /proc parsers
-# (crates/hpc-probe/benches/procfs.rs).
+# (crates/hpc-probe/benches/procfs.rs), and the cost of the GPU reads per
+# sample (crates/hpc-probe/benches/gpu.rs).
 #
 #   bash bench/probe-bench.sh [SAMPLES] [COUNTS...]
 #
@@ -17,6 +18,7 @@ export CARGO_TARGET_DIR
 cargo build --release -p hpc-probe --bin hpc-probe --example probe_bench
 "$CARGO_TARGET_DIR/release/examples/probe_bench" "$@"
 cargo bench -p hpc-probe --bench procfs
+cargo bench -p hpc-probe --bench gpu
 
 secs="${HPC_PROBE_CHURN_SECS:-30}"
 if [ "$secs" -gt 0 ]; then

@@ -69,6 +69,10 @@ pub struct Job {
     mem_gb_hours_wasted: Option<f64> [Real, "GiB h", "Memory GiB-hours reserved above the peak."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gpu_hours_reserved: Option<f64> [Real, "h", "GPU-hours reserved."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_mem_max_mb: Option<f64> [Real, "MiB", "Peak GPU memory of any task (sacct TRESUsageInMax `gres/gpumem`), MiB; absent without GPU accounting."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_util: Option<f64> [Real, "%", "Mean utilisation of the allocated GPUs (sacct TRESUsageInAve `gres/gpuutil`), percent; absent without GPU accounting."],
     is_final: bool [Bool, "", "True once the state is final (not RUNNING, PENDING, ...)."],
 }
 }
@@ -175,6 +179,38 @@ pub struct Sample {
     gpu_util: Option<f64> [Real, "%", "GPU use, mean over the job's GPUs."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gpu_mem_mb: Option<f64> [Real, "MiB", "GPU memory used, summed over the job's GPUs."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_mem_total_mb: Option<f64> [Real, "MiB", "GPU memory of the job's GPUs, summed."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_power_w: Option<f64> [Real, "W", "GPU power draw, summed over the job's GPUs."],
+}
+}
+
+crate::record_table! {
+/// One GPU of the job in one sample (kind `gpu`): the probe writes one per
+/// GPU after each `sample`, a GPU with no process of the job on it
+/// included. Absent readings are absent, never 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Gpu {
+    t: f64 [Real, "s", "Unix seconds (the sample's)."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    host: Option<String> [Text, "", "The node."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    job_id: Option<String> [Text, "", "The SLURM job id."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_index: Option<u32> [Int, "", "The GPU's NVML index on the node."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_uuid: Option<String> [Text, "", "The GPU's UUID."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_util: Option<f64> [Real, "%", "Utilisation over the driver's last sample period."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_mem_mb: Option<f64> [Real, "MiB", "Memory used on the GPU."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_mem_total_mb: Option<f64> [Real, "MiB", "The GPU's memory."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_power_w: Option<f64> [Real, "W", "Power draw."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gpu_procs: Option<u32> [Int, "", "Processes of the job on the GPU (absent when the driver does not list them)."],
 }
 }
 
@@ -340,7 +376,7 @@ mod tests {
         );
         assert!(at.windows(2).all(|w| w[0] < w[1]), "in table order: {text}");
         let names: Vec<&str> = Sample::COLUMNS.iter().map(|c| c.field.name).collect();
-        assert_eq!(names.len(), 29);
+        assert_eq!(names.len(), 31);
         assert_eq!(names[..4], ["t", "host", "job_id", "rss_mb"]);
         assert!(Job::FIELDS.iter().all(|f| !f.doc.is_empty()));
     }

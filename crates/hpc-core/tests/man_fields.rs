@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use hpc_core::record::{Job, Sample};
+use hpc_core::record::{Gpu, Job, Sample};
 
 fn page(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -60,12 +60,23 @@ fn every_job_field_is_in_the_ingest_man_page_output_list() {
 }
 
 #[test]
-fn every_sample_field_is_in_the_probe_or_merge_man_page() {
-    // The probe's page describes what it writes; the GPU fields, which no
-    // probe writes yet, are documented where hpc-merge reads them.
-    let mut words = words_under(&page("hpc-probe.1"), "sample");
-    words.extend(words_under(&page("hpc-merge.1"), "INPUT"));
+fn every_sample_field_is_in_the_probe_and_merge_man_pages() {
+    let words = words_under(&page("hpc-probe.1"), "sample");
     assert_eq!(missing(Sample::FIELDS, &words), Vec::<&str>::new());
+    // hpc-merge combines every number but the counts and cpu_frac.
+    let words = words_under(&page("hpc-merge.1"), "INPUT");
+    let numbers: Vec<_> = Sample::FIELDS
+        .iter()
+        .copied()
+        .filter(|f| f.kind == hpc_core::fields::Kind::Real && f.name != "t" && f.name != "cpu_frac")
+        .collect();
+    assert_eq!(missing(&numbers, &words), Vec::<&str>::new());
+}
+
+#[test]
+fn every_gpu_field_is_in_the_probe_man_page() {
+    let words = words_under(&page("hpc-probe.1"), "gpu");
+    assert_eq!(missing(Gpu::FIELDS, &words), Vec::<&str>::new());
 }
 
 #[test]

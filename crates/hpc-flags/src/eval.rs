@@ -24,6 +24,40 @@ pub struct JobFacts {
     pub elapsed_s: Option<f64>,
     #[serde(default)]
     pub total_cpu_s: Option<f64>,
+    #[serde(default)]
+    pub alloc_gpus: Option<f64>,
+    #[serde(default)]
+    pub gpu_util: Option<f64>,
+    #[serde(default)]
+    pub gpu_mem_max_mb: Option<f64>,
+}
+
+/// One GPU of a job-wide `summary` (hpc-merge's `gpus`).
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub struct GpuFacts {
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub gpu_index: Option<u32>,
+    #[serde(default)]
+    pub peak_util: Option<f64>,
+    #[serde(default)]
+    pub peak_mem_mb: Option<f64>,
+    #[serde(default)]
+    pub mem_total_mb: Option<f64>,
+    #[serde(default)]
+    pub max_procs: Option<u32>,
+}
+
+impl GpuFacts {
+    /// How the GPU is named in a reason: `host:index`.
+    pub fn label(&self) -> String {
+        let i = self.gpu_index.map_or("?".into(), |i| i.to_string());
+        match &self.host {
+            Some(h) => format!("{}:{i}", hpc_core::paths::escaped(h)),
+            None => i,
+        }
+    }
 }
 
 /// The fields of a job-wide `summary` the rules use.
@@ -53,6 +87,8 @@ pub struct SummaryFacts {
     pub cache_miss_rate: Option<f64>,
     #[serde(default)]
     pub numa_miss_rate: Option<f64>,
+    #[serde(default)]
+    pub gpus: Vec<GpuFacts>,
 }
 
 /// One sample's values (NaN = absent).
@@ -68,6 +104,9 @@ pub struct Point {
     pub cpi: f64,
     pub cache: f64,
     pub numa: f64,
+    pub gpu_util: f64,
+    pub gpu_mem: f64,
+    pub gpu_mem_total: f64,
 }
 
 /// Everything gathered for one job.
@@ -162,6 +201,21 @@ impl Facts {
             alloc_cpus,
             series: Series::new(points),
         }
+    }
+
+    /// Whether the job has GPUs: allocated ones (the job record), or GPU
+    /// readings in its summary or samples. The GPU rules leave a job
+    /// without any quiet rather than not evaluated.
+    pub fn has_gpus(&self) -> bool {
+        self.job.alloc_gpus.is_some_and(|g| g > 0.0)
+            || self.job.gpu_util.is_some()
+            || self.job.gpu_mem_max_mb.is_some()
+            || !self.summary.gpus.is_empty()
+            || self
+                .series
+                .p
+                .iter()
+                .any(|p| !(p.gpu_util.is_nan() && p.gpu_mem.is_nan()))
     }
 
     /// A sample's CPU fraction: its `cpu_frac`, else its busy cores over

@@ -164,6 +164,9 @@ line_view! {
     cpi,
     cache_miss_rate,
     numa_miss_rate,
+    gpu_util,
+    gpu_mem_mb,
+    gpu_mem_total_mb,
 }
 
 impl LineView<'_> {
@@ -269,6 +272,9 @@ impl<W: Write> Flagger<'_, W> {
                     cpi: nan(v.cpi),
                     cache: nan(v.cache_miss_rate),
                     numa: nan(v.numa_miss_rate),
+                    gpu_util: nan(v.gpu_util),
+                    gpu_mem: nan(v.gpu_mem_mb),
+                    gpu_mem_total: nan(v.gpu_mem_total_mb),
                 };
                 acc.add_sample(v.host.as_deref(), p);
             }

@@ -243,6 +243,30 @@ pub const RULES: &[Rule] = &[
         doc: "several nodes, less CPU time than one node could give",
         test: idle_nodes,
     },
+    Rule {
+        flag: "gpu_idle",
+        category: Category::Misuse,
+        inputs: &[&["sample.gpu_util", "job.gpu_util"]],
+        params: &[Param::GpuIdle, Param::GpuIdleUtil],
+        doc: "the allocated GPUs are idle for most of the run",
+        test: gpu_idle,
+    },
+    Rule {
+        flag: "gpu_unused",
+        category: Category::Misuse,
+        inputs: &[&["summary.gpus", "job.gpu_mem_max_mb"]],
+        params: &[Param::GpuUnused],
+        doc: "a GPU of the job is never used at all",
+        test: gpu_unused,
+    },
+    Rule {
+        flag: "gpu_mem_low",
+        category: Category::Misuse,
+        inputs: &[&["summary.gpus", "sample.gpu_mem_mb", "job.gpu_mem_max_mb"]],
+        params: &[Param::GpuMemLow, Param::GpuMemLowCardMb],
+        doc: "peak GPU memory is a small share of the GPU's: a smaller or shared GPU would do",
+        test: gpu_mem_low,
+    },
 ];
 
 fn round3(v: f64) -> f64 {
@@ -513,6 +537,99 @@ fn idle_nodes(f: &Facts, th: &Thresholds) -> Option<Verdict> {
         share * 100.0
     );
     Some(Verdict::compared(share < th_in, share, th_in, reason))
+}
+
+/// The GPUs idle (mean utilisation below `gpu_idle_util`) for more than
+/// `gpu_idle` of the sampled time; from sacct alone, the job's mean
+/// utilisation below `gpu_idle_util`.
+fn gpu_idle(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    if !f.has_gpus() {
+        return Some(Verdict::quiet());
+    }
+    let (th_i, th_u) = (th.get(Param::GpuIdle), th.get(Param::GpuIdleUtil));
+    if let Some(share) = f.series.share(|p| some(p.gpu_util).map(|u| u < th_u)) {
+        let reason = format!(
+            "GPU utilisation below {th_u} % for {:.1} % of the run",
+            share * 100.0
+        );
+        return Some(Verdict::compared(share > th_i, share, th_i, reason));
+    }
+    let u = f.job.gpu_util?;
+    let gpus = f.job.alloc_gpus.unwrap_or(0.0);
+    let reason = format!(
+        "the {gpus} allocated GPUs were {} % used on average (sacct)",
+        round3(u)
+    );
+    Some(Verdict::compared(u < th_u, u, th_u, reason))
+}
+
+/// A GPU whose peak utilisation stays below `gpu_unused` with no process
+/// of the job on it; from sacct alone, every GPU unused: no GPU memory
+/// ever used and a mean utilisation below `gpu_unused`.
+fn gpu_unused(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    if !f.has_gpus() {
+        return Some(Verdict::quiet());
+    }
+    let th_u = th.get(Param::GpuUnused);
+    let gpus = &f.summary.gpus;
+    if !gpus.is_empty() {
+        let unused: Vec<_> = gpus
+            .iter()
+            .filter(|g| g.peak_util.is_some_and(|u| u < th_u) && g.max_procs.unwrap_or(0) == 0)
+            .collect();
+        let low = gpus.iter().filter_map(|g| g.peak_util).reduce(f64::min)?;
+        let names: Vec<String> = unused.iter().map(|g| g.label()).collect();
+        let reason = format!(
+            "{} of {} GPUs never used (peak utilisation below {th_u} %, no process of the job): {}",
+            unused.len(),
+            gpus.len(),
+            names.join(", ")
+        );
+        return Some(Verdict::compared(!unused.is_empty(), low, th_u, reason));
+    }
+    let mem = f.job.gpu_mem_max_mb?;
+    let gpus = f.job.alloc_gpus.filter(|g| *g > 0.0)?;
+    let u = f.job.gpu_util.unwrap_or(0.0);
+    let reason = format!(
+        "none of the {gpus} allocated GPUs was used: no GPU memory, {} % utilisation (sacct)",
+        round3(u)
+    );
+    Some(Verdict::compared(mem <= 0.0 && u < th_u, u, th_u, reason))
+}
+
+/// The largest share of its GPU's memory that any GPU of the job reached
+/// below `gpu_mem_low`: from the summary's GPUs, else the samples (memory
+/// summed over the GPUs), else sacct's peak over `gpu_mem_low_card_mb`.
+fn gpu_mem_low(f: &Facts, th: &Thresholds) -> Option<Verdict> {
+    if !f.has_gpus() {
+        return Some(Verdict::quiet());
+    }
+    let th_m = th.get(Param::GpuMemLow);
+    let per_gpu = f
+        .summary
+        .gpus
+        .iter()
+        .filter_map(|g| Some((g.peak_mem_mb?, g.mem_total_mb.filter(|t| *t > 0.0)?)))
+        .reduce(|a, b| if a.0 / a.1 >= b.0 / b.1 { a } else { b });
+    let series = || {
+        f.series
+            .p
+            .iter()
+            .filter(|p| p.gpu_mem_total > 0.0 && !p.gpu_mem.is_nan())
+            .map(|p| (p.gpu_mem, p.gpu_mem_total))
+            .reduce(|a, b| if a.0 / a.1 >= b.0 / b.1 { a } else { b })
+    };
+    let card = th.get(Param::GpuMemLowCardMb);
+    let sacct = || f.job.gpu_mem_max_mb.zip(Some(card).filter(|c| *c > 0.0));
+    let (peak, total) = per_gpu.or_else(series).or_else(sacct)?;
+    let ratio = peak / total;
+    let reason = format!(
+        "peak GPU memory {} MiB is {:.1} % of the GPU's {} MiB",
+        round3(peak),
+        ratio * 100.0,
+        round3(total)
+    );
+    Some(Verdict::compared(ratio < th_m, ratio, th_m, reason))
 }
 
 #[cfg(test)]

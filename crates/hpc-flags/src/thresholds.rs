@@ -70,6 +70,11 @@ params! {
     CatastropheGain: "catastrophe_gain" = 25.0, "the two-segment fit beats one segment by this many noise variances";
     NodeImbalance: "node_imbalance" = 1.0, "coefficient of variation of per-node mean busy cores above this";
     IdleNodes: "idle_nodes" = 0.5, "total CPU time below this share of one node's capacity over the run";
+    GpuIdle: "gpu_idle" = 0.5, "share of the sampled time the GPUs are idle, above this";
+    GpuIdleUtil: "gpu_idle_util" = 5.0, "the GPUs are idle below this mean utilisation (percent)";
+    GpuUnused: "gpu_unused" = 1.0, "a GPU whose peak utilisation (percent) stays below this, with no process of the job, is unused";
+    GpuMemLow: "gpu_mem_low" = 0.25, "peak GPU memory / the GPU's memory below this";
+    GpuMemLowCardMb: "gpu_mem_low_card_mb" = 0.0, "the GPUs' memory in MiB for jobs known from sacct alone (0: unknown)";
 }
 
 /// The thresholds in force, one value per [`Param`].

@@ -147,6 +147,21 @@ fn on_four_nodes(cpu: f64) -> String {
     ))
 }
 
+/// A GPU job as sacct knows it: mean utilisation and peak GPU memory.
+fn gpu_job(util: f64, mem: u32) -> String {
+    job(&format!(
+        "\"state\":\"COMPLETED\",\"alloc_gpus\":1,\"gpu_util\":{util},\"gpu_mem_max_mb\":{mem}"
+    ))
+}
+
+/// A merged GPU job whose one GPU peaked at `share` of its memory.
+fn gpu_peak(share: f64) -> String {
+    format!(
+        "{{\"kind\":\"summary\",\"job_id\":\"1\",\"gpus\":[{{\"gpu_index\":0,\"peak_util\":90,\"peak_mem_mb\":{},\"mem_total_mb\":1000,\"max_procs\":1}}]}}\n",
+        share * 1000.0
+    )
+}
+
 /// Each flag's case: an input that raises it and a near miss that does
 /// not, just on either side of its default threshold.
 fn case(flag: &str) -> Option<(String, String)> {
@@ -180,6 +195,9 @@ fn case(flag: &str) -> Option<(String, String)> {
         "catastrophe" => (dies(0.4, 0.01), dies(0.4, 0.25)),
         "node_imbalance" => (node_cv(1.05), node_cv(0.95)),
         "idle_nodes" => (on_four_nodes(7600.0), on_four_nodes(8400.0)),
+        "gpu_idle" => (gpu_job(4.9, 100), gpu_job(5.1, 100)),
+        "gpu_unused" => (gpu_job(0.9, 0), gpu_job(1.1, 0)),
+        "gpu_mem_low" => (gpu_peak(0.24), gpu_peak(0.26)),
         _ => return None,
     })
 }
@@ -293,7 +311,8 @@ fn complete_job() -> Vec<Value> {
     let mut recs = vec![
         json!({"kind": "job", "job_id": "1", "job_id_raw": "1", "state": "COMPLETED",
             "req_mem_mb": 8000, "max_rss_mb": 3300, "alloc_cpus": 16, "nnodes": 2,
-            "elapsed_s": 1000, "total_cpu_s": 12000}),
+            "elapsed_s": 1000, "total_cpu_s": 12000, "alloc_gpus": 1, "gpu_util": 60,
+            "gpu_mem_max_mb": 30000}),
         json!({"kind": "meta", "job_id": "1", "host": "a", "req_cpus": 16, "req_mem_mb": 8000}),
     ];
     for i in 0..20 {
@@ -301,14 +320,16 @@ fn complete_job() -> Vec<Value> {
             json!({"kind": "sample", "job_id": "1", "t": 1_700_000_000 + 10 * i,
             "cpu_frac": 0.7, "cpu_cores": 11.2, "rss_mb": 3000 + i, "read_mbps": 2,
             "write_mbps": 1, "lustre_read_mbps": 3, "lustre_write_mbps": 0,
-            "lustre_meta_ops": 5, "cpi": 0.8, "cache_miss_rate": 0.1, "numa_miss_rate": 0.05}),
+            "lustre_meta_ops": 5, "cpi": 0.8, "cache_miss_rate": 0.1, "numa_miss_rate": 0.05,
+            "gpu_util": 60, "gpu_mem_mb": 30000, "gpu_mem_total_mb": 81920}),
         );
     }
     recs.push(
         json!({"kind": "summary", "job_id": "1", "peak_rss_mb": 3019, "req_mem_mb": 8000,
         "req_cpus": 16, "cpu_s": 12000, "duration_s": 1000, "node_cpu_cv": 0.1,
         "nodes": ["a", "b"], "missing_nodes": [], "lustre_meta_ops": 5, "cpi": 0.8,
-        "cache_miss_rate": 0.1, "numa_miss_rate": 0.05}),
+        "cache_miss_rate": 0.1, "numa_miss_rate": 0.05, "gpus": [{"gpu_index": 0,
+        "peak_util": 70, "peak_mem_mb": 30000, "mem_total_mb": 81920, "max_procs": 1}]}),
     );
     recs
 }

@@ -147,7 +147,7 @@ pub fn write_sacct(
         };
         writeln!(
             out,
-            "cluster1|{job_id}|{raw}|{user}|{user}grp|acct{}|{part}|job{}|{state}|{exit}|{}|{start}|{end}|{}|{elapsed}|{}|{cpus}|{tres}|{nodes}|{ntasks}|{nodelist}|{reqmem}||{}",
+            "cluster1|{job_id}|{raw}|{user}|{user}grp|acct{}|{part}|job{}|{state}|{exit}|{}|{start}|{end}|{}|{elapsed}|{}|{cpus}|{tres}|{nodes}|{ntasks}|{nodelist}|{reqmem}||{}||",
             r.below(20),
             r.below(100_000),
             stamp(submit),
@@ -184,7 +184,7 @@ pub fn write_sacct(
             };
             writeln!(
                 out,
-                "cluster1|{job_id}.{name}|{raw}.{name}||||||{step_state}|{exit}|{}|{start}|{end}|{}|{elapsed}||{cpus}|cpu={cpus},mem=64G,node={nodes}|{nodes}|1|{nodelist}||{rss}|{}",
+                "cluster1|{job_id}.{name}|{raw}.{name}||||||{step_state}|{exit}|{}|{start}|{end}|{}|{elapsed}||{cpus}|cpu={cpus},mem=64G,node={nodes}|{nodes}|1|{nodelist}||{rss}|{}||",
                 stamp(submit + 60),
                 hms(elapsed),
                 cpu_text(share),

@@ -284,10 +284,9 @@ impl Parser<'_, '_> {
             }
             return Ok(());
         }
-        let cols = st.cols.get_or_insert_with(|| {
-            Columns::from_names(sacct::SACCT_FIELDS.iter().copied())
-                .expect("built-in fields have JobID")
-        });
+        let cols = st
+            .cols
+            .get_or_insert_with(|| Columns::builtin(fields.len()));
         // `--parsable` (not `--parsable2`) ends every line with the delimiter.
         if fields.len() == cols.count() + 1 && fields.last() == Some(&"") {
             fields.pop();

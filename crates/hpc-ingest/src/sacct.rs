@@ -30,7 +30,13 @@ pub const SACCT_FIELDS: &[&str] = &[
     "ReqMem",
     "MaxRSS",
     "TotalCPU",
+    "TRESUsageInMax",
+    "TRESUsageInAve",
 ];
+
+/// How many of [`SACCT_FIELDS`] there were before the GPU usage columns:
+/// a headerless input with that many columns has the older list.
+const FIELDS_BEFORE_GPU: usize = 24;
 
 /// The columns hpc-ingest reads; any other column is ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,9 +65,11 @@ enum Col {
     ReqMem,
     MaxRss,
     TotalCpu,
+    TresUsageInMax,
+    TresUsageInAve,
 }
 
-const NCOLS: usize = 24;
+const NCOLS: usize = 26;
 
 fn col_of(name: &str) -> Option<Col> {
     let c = match name.trim_ascii().to_ascii_lowercase().as_str() {
@@ -89,6 +97,8 @@ fn col_of(name: &str) -> Option<Col> {
         "reqmem" => Col::ReqMem,
         "maxrss" => Col::MaxRss,
         "totalcpu" => Col::TotalCpu,
+        "tresusageinmax" => Col::TresUsageInMax,
+        "tresusageinave" => Col::TresUsageInAve,
         _ => return None,
     };
     Some(c)
@@ -116,6 +126,17 @@ impl Columns {
             return Err("no JobID column".into());
         }
         Ok(Columns { pos, count })
+    }
+
+    /// The columns of a headerless input of `count` fields: those of
+    /// `--sacct-format`, or of its older list without the GPU usage.
+    pub fn builtin(count: usize) -> Columns {
+        let names = if count == FIELDS_BEFORE_GPU {
+            &SACCT_FIELDS[..FIELDS_BEFORE_GPU]
+        } else {
+            SACCT_FIELDS
+        };
+        Columns::from_names(names.iter().copied()).expect("built-in fields have JobID")
     }
 
     /// True when a line looks like a header: one field is literally `JobID`
@@ -171,6 +192,86 @@ struct StepAcc {
     step_cpu_s: f64,
     steps: u32,
     max_ntasks: Option<u32>,
+    gpu: GpuUse,
+}
+
+/// GPU use from `TRESUsageInMax`/`TRESUsageInAve` (SLURM 23.02+ with GPU
+/// accounting): the largest over the job's lines.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GpuUse {
+    /// `gres/gpumem` of TRESUsageInMax, MiB: one task's peak.
+    mem_max_mb: Option<f64>,
+    /// `gres/gpuutil` of TRESUsageInAve times the line's tasks: the
+    /// utilisation summed over the GPUs, percent.
+    util_sum: Option<f64>,
+}
+
+impl GpuUse {
+    /// Reads a line's TRES usage columns; an error names the column.
+    fn parse(fs: &Fields<'_, '_>, ntasks: Option<u32>) -> Result<GpuUse, String> {
+        let get = |c: Col, name: &str, key: &str| match fs.get(c) {
+            None => Ok(None),
+            Some(s) => tres_usage(s, key).map_err(|e| bad(name, e)),
+        };
+        // SLURM writes NO_VAL64 or INFINITE64 where a GPU gave no reading.
+        let no_value = |v: &&str| v.trim().parse::<u64>().is_ok_and(|n| n >= u64::MAX - 1);
+        let mem = get(Col::TresUsageInMax, "TRESUsageInMax", "gres/gpumem")?;
+        let util = get(Col::TresUsageInAve, "TRESUsageInAve", "gres/gpuutil")?;
+        let (mem, util) = (mem.filter(|v| !no_value(v)), util.filter(|v| !no_value(v)));
+        let mem_max_mb = match mem {
+            None => None,
+            Some(v) => slurm::parse_mem(v, 1.0)
+                .map_err(|e| bad("TRESUsageInMax", format!("gres/gpumem: {e}")))?
+                .map(|m| m.mb),
+        };
+        let util_sum = match util {
+            None => None,
+            Some(v) => Some(v.trim().parse::<f64>().map_err(|_| {
+                bad(
+                    "TRESUsageInAve",
+                    format!("gres/gpuutil '{v}': not a number"),
+                )
+            })?),
+        }
+        .filter(|u| u.is_finite() && *u >= 0.0)
+        .map(|u| u * f64::from(ntasks.unwrap_or(1).max(1)));
+        Ok(GpuUse {
+            mem_max_mb,
+            util_sum,
+        })
+    }
+
+    fn max(self, o: GpuUse) -> GpuUse {
+        GpuUse {
+            mem_max_mb: max_opt(self.mem_max_mb, o.mem_max_mb),
+            util_sum: max_opt(self.util_sum, o.util_sum),
+        }
+    }
+
+    /// Puts `gpu_mem_max_mb` and `gpu_util` (per allocated GPU, at most
+    /// 100) on the job.
+    fn put(self, job: &mut Job) {
+        job.gpu_mem_max_mb = self.mem_max_mb.map(|m| round(m, 4));
+        job.gpu_util = self
+            .util_sum
+            .zip(job.alloc_gpus.filter(|g| *g > 0))
+            .map(|(u, g)| round((u / f64::from(g)).min(100.0), 4));
+    }
+}
+
+/// The value of `key` in a TRES usage list such as
+/// `cpu=00:00:10,energy=0,gres/gpumem=3000M,gres/gpuutil=85,mem=500M`;
+/// `None` when the list has no such entry.
+fn tres_usage<'a>(list: &'a str, key: &str) -> Result<Option<&'a str>, String> {
+    for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((k, v)) = entry.split_once('=') else {
+            return Err(format!("'{entry}': not name=value"));
+        };
+        if k == key {
+            return Ok(Some(v));
+        }
+    }
+    Ok(None)
 }
 
 /// A job being assembled from its job line and step lines.
@@ -181,6 +282,7 @@ pub struct Pending {
     req_mem: Option<slurm::Mem>,
     tres_mem_mb: Option<f64>,
     job_cpu_s: Option<f64>,
+    job_gpu: GpuUse,
     acc: StepAcc,
 }
 
@@ -270,6 +372,7 @@ pub struct StepLine {
     max_rss_mb: Option<f64>,
     ntasks: Option<u32>,
     cpu_s: Option<f64>,
+    gpu: GpuUse,
 }
 
 /// Parses one split line.
@@ -289,6 +392,7 @@ pub fn parse_line<'a>(
             .map(|m| m.mb),
     };
     let cpu_s = duration(&fs, Col::TotalCpu, "TotalCPU")?;
+    let gpu = GpuUse::parse(&fs, ntasks)?;
     if id.step.is_some() {
         return Ok(Parsed::Step(
             id.job,
@@ -296,6 +400,7 @@ pub fn parse_line<'a>(
                 max_rss_mb: max_rss,
                 ntasks,
                 cpu_s,
+                gpu,
             },
         ));
     }
@@ -378,6 +483,7 @@ pub fn parse_line<'a>(
         req_mem,
         tres_mem_mb: tres.and_then(|t| t.mem_mb),
         job_cpu_s: cpu_s,
+        job_gpu: gpu,
         acc: StepAcc::default(),
     })))
 }
@@ -396,6 +502,7 @@ impl Pending {
         let tasks = f64::from(s.ntasks.unwrap_or(1).max(1));
         a.used_mem_mb = max_opt(a.used_mem_mb, s.max_rss_mb.map(|m| m * tasks));
         a.step_cpu_s += s.cpu_s.unwrap_or(0.0);
+        a.gpu = a.gpu.max(s.gpu);
         if let Some(n) = s.ntasks {
             a.max_ntasks = Some(a.max_ntasks.map_or(n, |m| m.max(n)));
         }
@@ -408,9 +515,11 @@ impl Pending {
             req_mem,
             tres_mem_mb,
             job_cpu_s,
+            job_gpu,
             acc,
             ..
         } = self;
+        job_gpu.max(acc.gpu).put(&mut job);
         let nodes = job.nnodes.unwrap_or(1);
         let cpus = job.alloc_cpus.unwrap_or(1);
         job.req_mem_mb = req_mem

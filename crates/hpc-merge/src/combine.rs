@@ -115,6 +115,7 @@ pub(crate) struct Combiner<'a> {
     meta_job_id: Option<String>,
     sample_job_id: Option<String>,
     meta_nnodes: Option<u32>,
+    gpus: crate::gpus::GpuStats,
 }
 
 /// Appends a number, rounded to 6 decimals; whole numbers without a fraction.
@@ -168,6 +169,7 @@ impl<'a> Combiner<'a> {
             meta_job_id: None,
             sample_job_id: None,
             meta_nnodes: None,
+            gpus: crate::gpus::GpuStats::default(),
         }
     }
 
@@ -184,6 +186,12 @@ impl<'a> Combiner<'a> {
             self.pending.push(n);
         }
         Ok(())
+    }
+
+    /// Notes a line passed through unchanged (the probe's `gpu` records
+    /// feed the summary's per-GPU statistics).
+    pub fn note_passthrough(&mut self, line: &str) {
+        self.gpus.add_line(line);
     }
 
     /// Notes a node's job id and node count (before it is folded).
@@ -370,6 +378,7 @@ impl<'a> Combiner<'a> {
         let mut extra = Map::new();
         insert_node_peaks_and_totals(&mut extra, &with_data);
         insert_means(&mut extra, &series.fine);
+        self.gpus.insert_into(&mut extra);
         let (node_cpu_cv, idle) = node_spread(&with_data);
         if let Some(idle) = idle {
             extra.insert("idle_nodes".into(), Value::Array(idle));
@@ -494,6 +503,8 @@ fn insert_means(extra: &mut Map<String, Value>, acc: &Acc) {
         ("numa_miss_rate", NUMA),
         ("cpi", CPI),
         ("cache_miss_rate", CACHE),
+        ("gpu_util", crate::fields::idx("gpu_util")),
+        ("gpu_power_w", crate::fields::idx("gpu_power_w")),
     ] {
         if let Some(v) = acc.mean(f) {
             extra.insert(name.into(), num(v));

@@ -79,6 +79,7 @@ fields! {
     swap_mb: Level,
     pss_mb: Level,
     gpu_mem_mb: Level,
+    gpu_mem_total_mb: Level,
     cpu_cores: Rate,
     read_mbps: Rate,
     write_mbps: Rate,
@@ -88,6 +89,7 @@ fields! {
     power_w: Rate,
     ib_rx_mbps: Rate,
     ib_tx_mbps: Rate,
+    gpu_power_w: Rate,
     read_mb: Cumulative,
     write_mb: Cumulative,
     cpu_user_s: Cumulative,
@@ -133,10 +135,10 @@ pub(crate) const CACHE: usize = idx("cache_miss_rate");
 
 /// The fields of each kind lie together, in this order (checked below), so
 /// that the per-sample and per-bin loops run over ranges of one kind.
-pub(crate) const LEVELS: std::ops::Range<usize> = 0..5;
-pub(crate) const RATES: std::ops::Range<usize> = 5..14;
-pub(crate) const CUMULATIVE: std::ops::Range<usize> = 14..19;
-pub(crate) const RATIOS: std::ops::Range<usize> = 19..NF;
+pub(crate) const LEVELS: std::ops::Range<usize> = 0..6;
+pub(crate) const RATES: std::ops::Range<usize> = 6..16;
+pub(crate) const CUMULATIVE: std::ops::Range<usize> = 16..21;
+pub(crate) const RATIOS: std::ops::Range<usize> = 21..NF;
 
 const _: () = {
     let mut k = 0;

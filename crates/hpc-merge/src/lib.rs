@@ -16,6 +16,7 @@ mod bins;
 mod combine;
 mod fast;
 mod fields;
+mod gpus;
 mod input;
 mod pool;
 mod sh5util;
@@ -379,11 +380,12 @@ struct Gathered {
 
 impl Gathered {
     /// Writes the pass-through lines, then the merged series and summaries.
-    fn write(mut self, comb: Combiner, out: impl Write) -> Result<Stats> {
+    fn write(mut self, mut comb: Combiner, out: impl Write) -> Result<Stats> {
         self.passthrough.sort_by_key(|(i, _)| *i);
         let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
         for (_, ls) in &self.passthrough {
             for l in ls {
+                comb.note_passthrough(l);
                 out.write_all(l.as_bytes())?;
                 out.write_all(b"\n")?;
             }

@@ -49,6 +49,23 @@ pub struct Past {
     pub cpu_s: Option<f64>,
     /// Input size, MiB, from the job's `analysis` record.
     pub input_mb: Option<f64>,
+    /// GPUs actually used: see [`gpus_used`].
+    pub gpus_used: Option<u32>,
+}
+
+/// The GPUs a job used: those of its summary's `gpus` (hpc-merge) that
+/// ran a process of the job or reached 1 % utilisation; else, from sacct,
+/// none when no GPU memory was ever used, all it had when some was.
+pub fn gpus_used(j: &Job, s: Option<&Summary>) -> Option<u32> {
+    if let Some(list) = s.and_then(|s| s.extra.get("gpus")?.as_array().cloned()) {
+        let used = |g: &serde_json::Value| {
+            g["max_procs"].as_u64().is_some_and(|p| p > 0)
+                || g["peak_util"].as_f64().is_some_and(|u| u >= 1.0)
+        };
+        return u32::try_from(list.iter().filter(|g| used(g)).count()).ok();
+    }
+    let mem = j.gpu_mem_max_mb?;
+    Some(if mem > 0.0 { j.alloc_gpus? } else { 0 })
 }
 
 impl Past {
@@ -175,6 +192,7 @@ pub fn read_history(input: Input<'_>, rejects: &mut Rejects) -> Result<History> 
 }
 
 fn past_of(j: Job, s: Option<&Summary>, a: Option<&Analysis>) -> Past {
+    let gpus_used = gpus_used(&j, s);
     let probe_peak = s.and_then(|s| s.peak_rss_mb);
     let peak_mb = match (j.max_rss_mb, probe_peak) {
         (Some(x), Some(y)) => Some(x.max(y)),
@@ -199,6 +217,7 @@ fn past_of(j: Job, s: Option<&Summary>, a: Option<&Analysis>) -> Past {
         timelimit_s: j.timelimit_s,
         alloc_cpus: j.alloc_cpus,
         cpu_s: j.total_cpu_s,
+        gpus_used,
     }
 }
 

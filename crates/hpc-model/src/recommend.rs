@@ -314,12 +314,35 @@ pub fn recommend(i: &Inputs) -> Rec {
         rec.time_s = Some(t);
         rec.basis.insert("time_s".into(), why);
     }
-    if let Some(g) = an.request.gpus {
-        let why = basis(Tier::Heuristic, "request", None, "GPUs as requested".into());
+    if let Some((g, why)) = gpus(an.request.gpus, &past) {
         rec.gpus = Some(g);
         rec.basis.insert("gpus".into(), why);
     }
     rec
+}
+
+/// GPUs: the 90th percentile of the GPUs earlier jobs actually used (a GPU
+/// held but never used does not count; 0 when none was), rounded up, with
+/// enough earlier jobs; else as requested; never above the request.
+fn gpus(asked: Option<u32>, past: &[&Past]) -> Option<(u32, Basis)> {
+    let asked = asked?;
+    let mut used: Vec<f64> = past
+        .iter()
+        .filter_map(|p| p.gpus_used)
+        .map(f64::from)
+        .collect();
+    if used.len() < MIN_HISTORY {
+        let why = basis(Tier::Heuristic, "request", None, "GPUs as requested".into());
+        return Some((asked, why));
+    }
+    used.sort_by(f64::total_cmp);
+    let q = risk::sample_quantile(&used, CPU_QUANTILE);
+    let note = format!(
+        "{} earlier jobs used {q:.1} GPUs at the 90th percentile",
+        used.len()
+    );
+    let why = basis(Tier::History, "p90 of GPUs used", Some(used.len()), note);
+    Some(((q.ceil() as u32).min(asked), why))
 }
 
 /// Memory as sbatch takes it: whole G when it is, else M.
@@ -354,7 +377,8 @@ pub fn sbatch_lines(rec: &Rec) -> Vec<String> {
     if let Some(t) = rec.time_s {
         out.push(format!("#SBATCH --time={}", time_arg(t)));
     }
-    if let Some(g) = rec.gpus {
+    // No GPU line when none is advised.
+    if let Some(g) = rec.gpus.filter(|g| *g > 0) {
         out.push(format!("#SBATCH --gpus={g}"));
     }
     out

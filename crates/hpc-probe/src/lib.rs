@@ -6,11 +6,13 @@
 //! - [`cgroup`]: finding a job's cgroup (v1, co-mounted v1, v2);
 //! - [`node`]: node-level NUMA, Lustre, RAPL and InfiniBand counters;
 //! - [`perf`]: hardware counters through `perf_event_open`;
+//! - [`gpu`]: the job's GPUs, through NVML or recorded readings;
 //! - [`sampler`]: the per-process bookkeeping that turns readings into samples;
 //! - [`run`]: the sampling loop, signals and output.
 
 pub mod cgroup;
 pub mod command;
+pub mod gpu;
 pub mod node;
 pub mod opts;
 pub mod parse;
@@ -334,7 +336,9 @@ pub fn run(opts: &Opts) -> Result<u8> {
     };
     let host = host_name();
     let start = now_unix();
-    let meta = build_meta(opts, &watch, &node, &perf_state, &host, start);
+    let mut meta = build_meta(opts, &watch, &node, &perf_state, &host, start);
+    let gpus = open_gpus(opts, &watch);
+    gpu::meta_fields(&gpus, &mut meta.extra);
     let cfg = Config {
         proc_root: opts.proc_root.clone(),
         watch,
@@ -348,6 +352,7 @@ pub fn run(opts: &Opts) -> Result<u8> {
         job_id: meta.job_id.clone(),
     };
     let mut sampler = Sampler::new(cfg, node);
+    sampler.set_gpus(gpus.ok());
     if child.is_none() {
         await_target(&mut sampler, opts, &waker)?;
     }
@@ -404,6 +409,9 @@ fn sample_until_done(
         let cg = sampler.cgroup_counters();
         let s = sampler.sample(now_unix(), t0.elapsed().as_secs_f64(), cg);
         out.record("sample", &s)?;
+        for g in sampler.gpu_records() {
+            out.record("gpu", g)?;
+        }
         count += 1;
         if let Some(status) = exited {
             return Ok(status);
@@ -476,6 +484,33 @@ fn exit_status_code(st: std::process::ExitStatus) -> u8 {
         (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
         _ => 1,
     }
+}
+
+/// The job's GPUs and their source, or why there are none to read.
+fn open_gpus(opts: &Opts, watch: &Watch) -> std::result::Result<gpu::Gpus, String> {
+    let get = |k: &str| opts.env.get(k);
+    let list = devices_list(watch);
+    let wanted = gpu::wanted(get, list.as_deref());
+    if wanted == gpu::Wanted::None {
+        return Err("the job has no GPU".into());
+    }
+    gpu::Gpus::new(gpu::open_source(get)?, &wanted)
+}
+
+/// The text of a v1 job cgroup's `devices.list` (the devices hierarchy
+/// beside the memory one), when there is one.
+fn devices_list(watch: &Watch) -> Option<String> {
+    let Watch::Job {
+        cgroup: Some(cg), ..
+    } = watch
+    else {
+        return None;
+    };
+    if cg.version != cgroup::Version::V1 {
+        return None;
+    }
+    let dir = cg.dir.to_str()?.replacen("/memory/", "/devices/", 1);
+    std::fs::read_to_string(Path::new(&dir).join("devices.list")).ok()
 }
 
 /// Looks through `/proc/*/cgroup` for a process in the job's cgroup.

@@ -89,7 +89,18 @@ pub struct SlurmEnv {
     pub gpus_on_node: Option<u32>,
     /// `SLURM_JOB_NUM_NODES` (or `SLURM_NNODES`).
     pub nnodes: Option<u32>,
+    /// The variables that say which GPUs are the job's (and the GPU
+    /// fixture), as set: see [`crate::gpu::wanted`].
+    pub gpu_vars: Vec<(&'static str, String)>,
 }
+
+/// The variables kept in [`SlurmEnv::gpu_vars`].
+const GPU_VARS: [&str; 4] = [
+    "SLURM_JOB_GPUS",
+    "SLURM_STEP_GPUS",
+    "CUDA_VISIBLE_DEVICES",
+    crate::gpu::FIXTURE_ENV,
+];
 
 impl SlurmEnv {
     /// Reads the variables through `get`.
@@ -111,7 +122,22 @@ impl SlurmEnv {
             mem_per_cpu: mb("SLURM_MEM_PER_CPU"),
             gpus_on_node: num("SLURM_GPUS_ON_NODE"),
             nnodes: num("SLURM_JOB_NUM_NODES").or_else(|| num("SLURM_NNODES")),
+            gpu_vars: GPU_VARS
+                .iter()
+                .filter_map(|&k| get(k).map(|v| (k, v)))
+                .collect(),
         }
+    }
+
+    /// A variable as the GPU code reads it: the GPU ones and `SLURM_JOB_ID`.
+    pub fn get(&self, k: &str) -> Option<String> {
+        if k == "SLURM_JOB_ID" {
+            return self.job_id.clone();
+        }
+        self.gpu_vars
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.clone())
     }
 
     /// Requested memory on this node, MiB: per node, or per CPU times CPUs.

@@ -9,6 +9,7 @@ use hpc_core::num::round6;
 use hpc_core::record::Sample;
 
 use crate::cgroup::{self, CgCounters, JobCgroup};
+use crate::gpu::Gpus;
 use crate::node::{NodeReading, NodeSources};
 use crate::parse::{self, Io};
 use crate::perf::{PerfSet, PerfValues};
@@ -115,6 +116,7 @@ pub struct Sampler {
     cg_swap: bool,
     last_count: usize,
     cgroup_gone: bool,
+    gpus: Option<Gpus>,
 }
 
 /// Reads a whole file into `buf` (cleared first) without the extra
@@ -185,6 +187,7 @@ impl Sampler {
             cg_swap: false,
             last_count: 0,
             cgroup_gone: false,
+            gpus: None,
         }
     }
 
@@ -224,6 +227,16 @@ impl Sampler {
     /// Whether any process was ever found.
     pub fn seen_any(&self) -> bool {
         self.seen_any
+    }
+
+    /// Reads these GPUs with each sample from now on.
+    pub fn set_gpus(&mut self, gpus: Option<Gpus>) {
+        self.gpus = gpus;
+    }
+
+    /// The per-GPU records of the last sample (none without GPUs).
+    pub fn gpu_records(&self) -> &[hpc_core::record::Gpu] {
+        self.gpus.as_ref().map_or(&[], Gpus::records)
     }
 
     /// Whether the job cgroup was found and has since been removed.
@@ -517,6 +530,9 @@ impl Sampler {
         let cpu_total = self.put_cpu_and_memory(&mut s, &sum, cg_counters.unwrap_or_default());
         let any_io = self.put_io(&mut s, &sum);
         put_perf(&mut s, &sum.perf);
+        if let Some(g) = &mut self.gpus {
+            g.read_into(&mut s, &self.accepted);
+        }
         let node_now = self.node.read(&mut self.buf);
         if !self.node.rapl.is_empty() {
             s.energy_j = Some(round3(self.energy_j));

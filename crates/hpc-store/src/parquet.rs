@@ -545,6 +545,9 @@ pub fn parquet_rows(dir: &Path, by: By, filter: &JobFilter) -> Result<Vec<RawRow
                 mem_gbh_known: sums[6][i],
                 mem_wasted_gbh: sums[7][i],
                 gpu_h: sums[8][i],
+                // gpu_eff and gpu_wasted_h come from the SQLite store only.
+                gpu_h_known: 0.0,
+                gpu_used_h: 0.0,
             },
         })
         .collect())

@@ -92,6 +92,10 @@ pub struct Partial {
     pub mem_wasted_gbh: f64,
     /// GPU-hours reserved.
     pub gpu_h: f64,
+    /// GPU-hours reserved by jobs whose GPU utilisation is known.
+    pub gpu_h_known: f64,
+    /// GPU-hours used by those jobs (reserved times utilisation).
+    pub gpu_used_h: f64,
 }
 
 impl Partial {
@@ -106,6 +110,8 @@ impl Partial {
         self.mem_gbh_known += o.mem_gbh_known * w;
         self.mem_wasted_gbh += o.mem_wasted_gbh * w;
         self.gpu_h += o.gpu_h * w;
+        self.gpu_h_known += o.gpu_h_known * w;
+        self.gpu_used_h += o.gpu_used_h * w;
     }
 }
 
@@ -134,6 +140,17 @@ impl Row {
     /// CPU efficiency in percent, over jobs with known CPU use.
     pub fn cpu_eff(&self) -> Option<f64> {
         (self.sums.cpu_h_known > 0.0).then(|| 100.0 * self.sums.cpu_used_h / self.sums.cpu_h_known)
+    }
+    /// GPU efficiency in percent (the GPU-hours-weighted mean utilisation),
+    /// over jobs with a known GPU utilisation.
+    pub fn gpu_eff(&self) -> Option<f64> {
+        (self.sums.gpu_h_known > 0.0).then(|| 100.0 * self.sums.gpu_used_h / self.sums.gpu_h_known)
+    }
+    /// GPU-hours reserved and not used, over jobs with a known GPU
+    /// utilisation.
+    pub fn gpu_wasted_h(&self) -> Option<f64> {
+        (self.sums.gpu_h_known > 0.0)
+            .then(|| (self.sums.gpu_h_known - self.sums.gpu_used_h).max(0.0))
     }
     /// Memory efficiency in percent, over jobs with a known peak.
     pub fn mem_eff(&self) -> Option<f64> {
@@ -212,13 +229,14 @@ impl Sum {
 
 /// The running sums of one raw group.
 #[derive(Debug, Default)]
-struct Sums([Sum; 8], u64);
+struct Sums([Sum; 10], u64);
 
 impl Sums {
     /// Adds one job: cpu_hours_reserved, total_cpu_s, cpu_hours_wasted,
-    /// mem_gb_hours_reserved, mem_gb_hours_wasted, gpu_hours_reserved.
-    fn add(&mut self, v: [Option<f64>; 6]) {
-        let [cpu_res, cpu_s, cpu_waste, mem_res, mem_waste, gpu] = v;
+    /// mem_gb_hours_reserved, mem_gb_hours_wasted, gpu_hours_reserved,
+    /// gpu_util.
+    fn add(&mut self, v: [Option<f64>; 7]) {
+        let [cpu_res, cpu_s, cpu_waste, mem_res, mem_waste, gpu, gpu_util] = v;
         let s = &mut self.0;
         self.1 += 1;
         s[0].add(cpu_res.unwrap_or(0.0));
@@ -233,6 +251,10 @@ impl Sums {
             s[6].add(w);
         }
         s[7].add(gpu.unwrap_or(0.0));
+        if let (Some(g), Some(u)) = (gpu, gpu_util) {
+            s[8].add(g);
+            s[9].add(g * u.clamp(0.0, 100.0) / 100.0);
+        }
     }
 
     fn partial(&self) -> Partial {
@@ -247,6 +269,8 @@ impl Sums {
             mem_gbh_known: s[5].get(),
             mem_wasted_gbh: s[6].get(),
             gpu_h: s[7].get(),
+            gpu_h_known: s[8].get(),
+            gpu_used_h: s[9].get(),
         }
     }
 }
@@ -263,7 +287,7 @@ pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> hpc_db::Result<
     // through a temporary B-tree: a plain scan is about three times faster.
     let sql = format!(
         "SELECT {key}, {account}, cpu_hours_reserved, total_cpu_s, cpu_hours_wasted,
-                mem_gb_hours_reserved, mem_gb_hours_wasted, gpu_hours_reserved
+                mem_gb_hours_reserved, mem_gb_hours_wasted, gpu_hours_reserved, gpu_util
          FROM jobs WHERE {cond}"
     );
     let mut st = store.conn().prepare(&sql)?;
@@ -294,6 +318,7 @@ pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> hpc_db::Result<
             r.get(5)?,
             r.get(6)?,
             r.get(7)?,
+            r.get(8)?,
         ];
         match groups.get_mut(k) {
             Some(s) => s.add(v),
@@ -424,7 +449,7 @@ impl std::str::FromStr for Format {
 }
 
 /// The data columns of a report, after the key.
-pub const COLUMNS: [&str; 8] = [
+pub const COLUMNS: [&str; 10] = [
     "jobs",
     "cpu_h",
     "cpu_eff",
@@ -433,9 +458,11 @@ pub const COLUMNS: [&str; 8] = [
     "mem_eff",
     "mem_wasted_gbh",
     "gpu_h",
+    "gpu_eff",
+    "gpu_wasted_h",
 ];
 
-fn values(r: &Row) -> [Option<f64>; 8] {
+fn values(r: &Row) -> [Option<f64>; 10] {
     let s = &r.sums;
     [
         Some(s.jobs),
@@ -446,6 +473,8 @@ fn values(r: &Row) -> [Option<f64>; 8] {
         r.mem_eff(),
         Some(s.mem_wasted_gbh),
         Some(s.gpu_h),
+        r.gpu_eff(),
+        r.gpu_wasted_h(),
     ]
 }
 
@@ -515,17 +544,11 @@ pub fn write(out: &mut dyn Write, by: By, rows: &[Row], format: Format) -> Resul
     let key = by.name();
     match format {
         Format::Table => {
-            // key (14) + 8 columns: fits 80 columns.
-            let widths = [7usize, 9, 7, 10, 9, 7, 10, 7];
+            // key (14) + 10 columns: fits 80 columns.
+            let widths = [6usize, 8, 5, 7, 8, 5, 7, 7, 5, 7];
             let heads = [
-                "jobs",
-                "cpu_h",
-                "cpu%",
-                "cpu_waste",
-                "mem_gbh",
-                "mem%",
-                "mem_waste",
-                "gpu_h",
+                "jobs", "cpu_h", "cpu%", "cpu_w", "mem_gbh", "mem%", "mem_w", "gpu_h", "gpu%",
+                "gpu_w",
             ];
             write!(out, "{:<14}", key)?;
             for (h, w) in heads.iter().zip(widths) {

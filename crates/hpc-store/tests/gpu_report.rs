@@ -1,0 +1,131 @@
+//! `hpc-store report`: gpu_eff beside gpu_h, and the GPU-hours wasted
+//! (issue 13), from job records with sacct's GPU utilisation.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_hpc-store");
+
+fn run(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
+    let mut c = Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .env_remove("HPC_SIZER_GROUPS")
+        .env("XDG_CONFIG_HOME", db.parent().unwrap())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(stdin).unwrap();
+    let o = c.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn job(id: u32, user: &str, gpu_h: f64, util: Option<f64>) -> String {
+    let util = util.map_or(String::new(), |u| format!(",\"gpu_util\":{u}"));
+    format!(
+        "{{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"{id}\",\"job_id_raw\":\"{id}\",\"user\":\"{user}\",\"state\":\"COMPLETED\",\"is_final\":true,\"start\":\"2026-01-01T00:00:00Z\",\"end\":\"2026-01-01T01:00:00Z\",\"elapsed_s\":3600,\"alloc_cpus\":4,\"cpu_hours_reserved\":4,\"alloc_gpus\":{},\"gpu_hours_reserved\":{gpu_h}{util}}}\n",
+        gpu_h as u32
+    )
+}
+
+fn report(db: &Path) -> Vec<Value> {
+    let out = run(db, &["report", "--by", "user", "--format", "ndjson"], b"");
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn gpu_eff_is_weighted_by_gpu_hours_over_jobs_with_a_utilisation() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    // ann: 4 GPU-h at 90 %, 2 GPU-h at 0 %, 1 GPU-h unknown.
+    // bob: GPUs without sacct's GPU accounting; cy: no GPU.
+    let input = job(1, "ann", 4.0, Some(90.0))
+        + &job(2, "ann", 2.0, Some(0.0))
+        + &job(3, "ann", 1.0, None)
+        + &job(4, "bob", 2.0, None)
+        + &job(5, "cy", 0.0, None);
+    run(&db, &["put"], input.as_bytes());
+    let rows = report(&db);
+    let row = |u: &str| rows.iter().find(|r| r["user"] == u).unwrap().clone();
+    let ann = row("ann");
+    assert_eq!(ann["gpu_h"], 7.0);
+    // (4 x 0.9 + 2 x 0) / 6 = 60 %; wasted 0.4 + 2 = 2.4 GPU-h.
+    assert_eq!(ann["gpu_eff"], 60.0);
+    assert_eq!(ann["gpu_wasted_h"], 2.4);
+    let bob = row("bob");
+    assert_eq!(bob["gpu_h"], 2.0);
+    assert!(
+        bob["gpu_eff"].is_null() && bob["gpu_wasted_h"].is_null(),
+        "{bob}"
+    );
+    assert!(row("cy")["gpu_eff"].is_null());
+    // The terminal table shows them within 80 columns.
+    let out = run(&db, &["report", "--by", "user"], b"");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let head = text.lines().next().unwrap();
+    assert!(
+        head.contains("gpu_h") && head.contains("gpu%") && head.contains("gpu_w"),
+        "{text}"
+    );
+    let ann_line = text.lines().find(|l| l.starts_with("ann")).unwrap();
+    let cells: Vec<&str> = ann_line.split_whitespace().collect();
+    assert_eq!(
+        cells[cells.len() - 3..],
+        ["7.0", "60.0", "2.4"],
+        "{ann_line:?}"
+    );
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
+
+#[test]
+fn ingested_gpu_use_reaches_the_report() {
+    // sacct lines with SLURM 23.02's GPU TRES, ingested and then reported.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let sacct = "JobID|JobIDRaw|User|State|Start|End|ElapsedRaw|AllocCPUS|AllocTRES|NNodes|NTasks|ReqMem|MaxRSS|TotalCPU|TRESUsageInMax|TRESUsageInAve
+20|20|dee|COMPLETED|2026-01-01T00:00:00|2026-01-01T02:00:00|7200|8|billing=8,cpu=8,gres/gpu=4,mem=64G,node=1|1||64G||||
+20.0|20||COMPLETED|2026-01-01T00:00:00|2026-01-01T02:00:00|7200|8|cpu=8,gres/gpu=4,mem=64G,node=1|1|1||1000M|02:00:00|cpu=02:00:00,gres/gpumem=5000M,gres/gpuutil=100,mem=1000M|cpu=02:00:00,gres/gpumem=4000M,gres/gpuutil=100,mem=900M
+";
+    let ingest = Path::new(BIN).with_file_name("hpc-ingest");
+    if !ingest.exists() {
+        // hpc-ingest is another crate's binary: built when the workspace is.
+        eprintln!("skipped: {} not built", ingest.display());
+        return;
+    }
+    let out = Command::new(&ingest)
+        .args(["--db", db.to_str().unwrap(), "--utc"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(sacct.as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = report(&db);
+    // One task at 100 % summed over 4 GPUs: 25 % each; 8 GPU-h, 6 wasted.
+    assert_eq!(rows[0]["gpu_h"], 8.0);
+    assert_eq!(rows[0]["gpu_eff"], 25.0);
+    assert_eq!(rows[0]["gpu_wasted_h"], 6.0);
+}
