@@ -155,7 +155,11 @@ fn memory_risk(i: &Inputs, past: &[&Past]) -> (f64, String) {
 fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
     let an = i.analysis;
     let (r, lowered) = memory_risk(i, past);
-    let pct = hpc_core::num::round6(r * 100.0);
+    // Two significant digits are what a person reads ("0.89 %", "1 %").
+    let pct = format!("{:.2}", r * 100.0)
+        .trim_end_matches('0')
+        .trim_end_matches('.')
+        .to_string();
     let points: Vec<Point> = past.iter().filter_map(|p| p.mem_point()).collect();
     if points.len() >= MIN_HISTORY {
         let prior = memory_prior(i.history);
