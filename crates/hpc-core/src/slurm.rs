@@ -503,38 +503,37 @@ fn days_in_month(y: i64, m: u32) -> u64 {
     }
 }
 
-/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian, counted by
+/// jiff). A day past its month's end rolls over into the next month; years
+/// outside jiff's -9999..=9999 are taken as the nearest of those.
 pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146097 + doe - 719468
+    let first = jiff::civil::Date::new(y.clamp(-9999, 9999) as i16, m.clamp(1, 12) as i8, 1)
+        .expect("the first of a month in jiff's range is a date");
+    let days = jiff::civil::date(1970, 1, 1)
+        .until(first)
+        .expect("dates in jiff's range are a span apart")
+        .get_days();
+    i64::from(days) + i64::from(d) - 1
 }
 
-/// The civil date and time (UTC) of an epoch second.
+/// The civil date and time (UTC) of an epoch second, as (year, month, day,
+/// hour, minute, second), through jiff; seconds outside its range are
+/// taken as its first or last.
 pub fn civil_from_epoch(epoch: i64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = epoch.div_euclid(86400);
-    let secs = epoch.rem_euclid(86400);
-    let z = days + 719468;
-    let era = if z >= 0 { z } else { z - 146096 } / 146097;
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = if m <= 2 { y + 1 } else { y };
+    let ts = jiff::Timestamp::from_second(epoch).unwrap_or(if epoch < 0 {
+        jiff::Timestamp::MIN
+    } else {
+        jiff::Timestamp::MAX
+    });
+    let t = jiff::tz::Offset::UTC.to_datetime(ts);
+    let n = |v: i8| v as u32;
     (
-        y,
-        m,
-        d,
-        (secs / 3600) as u32,
-        ((secs / 60) % 60) as u32,
-        (secs % 60) as u32,
+        i64::from(t.year()),
+        n(t.month()),
+        n(t.day()),
+        n(t.hour()),
+        n(t.minute()),
+        n(t.second()),
     )
 }
 
@@ -873,6 +872,17 @@ mod tests {
             0
         );
         assert_eq!(civil_from_epoch(951782400), (2000, 2, 29, 0, 0, 0));
+        assert_eq!(
+            days_from_civil(2000, 3, 1) - days_from_civil(2000, 2, 28),
+            2
+        );
+        assert_eq!(
+            days_from_civil(1900, 3, 1) - days_from_civil(1900, 2, 28),
+            1
+        );
+        // A day past the month's end rolls over, as the hand-written arithmetic did.
+        assert_eq!(days_from_civil(2026, 2, 29), days_from_civil(2026, 3, 1));
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
     }
 
     /// A zone of the system's time zone database. The zones these tests use
