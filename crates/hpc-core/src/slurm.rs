@@ -503,6 +503,18 @@ fn days_in_month(y: i64, m: u32) -> u64 {
     }
 }
 
+/// A duration as SLURM writes one (`[D-]HH:MM:SS`), whole seconds rounded
+/// up: what `--time` takes back.
+pub fn format_duration(secs: f64) -> String {
+    let s = secs.max(0.0).ceil() as u64;
+    let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d}-{h:02}:{m:02}:{sec:02}")
+    } else {
+        format!("{h:02}:{m:02}:{sec:02}")
+    }
+}
+
 /// Days since 1970-01-01 of a civil date (proleptic Gregorian, counted by
 /// jiff). A day past its month's end rolls over into the next month; years
 /// outside jiff's -9999..=9999 are taken as the nearest of those.
@@ -1096,6 +1108,7 @@ mod tests {
             let text = format!("{d}-{h:02}:{m:02}:{sec:02}");
             let v = parse_duration(&text).unwrap().unwrap();
             proptest::prop_assert_eq!(v, (d * 86400 + h * 3600 + m * 60 + sec) as f64);
+            proptest::prop_assert_eq!(parse_duration(&format_duration(v)).unwrap(), Some(v));
         }
 
         #[test]

@@ -11,6 +11,7 @@ use hpc_core::advice::{Analysis, Basis, Rec, Tier};
 use hpc_core::input::{Input, STDIN};
 use hpc_core::ndjson::Rejects;
 use hpc_core::record::write_tagged;
+use hpc_core::slurm::format_duration;
 use hpc_core::{Error, Result};
 
 use crate::fit::{Models, PEAK};
@@ -358,17 +359,6 @@ fn mem_arg(mb: f64) -> String {
     }
 }
 
-/// A time as `D-HH:MM:SS`.
-fn time_arg(s: f64) -> String {
-    let s = s.ceil() as u64;
-    let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
-    if d > 0 {
-        format!("{d}-{h:02}:{m:02}:{sec:02}")
-    } else {
-        format!("{h:02}:{m:02}:{sec:02}")
-    }
-}
-
 /// The `#SBATCH` lines of a recommendation.
 pub fn sbatch_lines(rec: &Rec) -> Vec<String> {
     let mut out = Vec::new();
@@ -379,7 +369,7 @@ pub fn sbatch_lines(rec: &Rec) -> Vec<String> {
         out.push(format!("#SBATCH --cpus-per-task={c}"));
     }
     if let Some(t) = rec.time_s {
-        out.push(format!("#SBATCH --time={}", time_arg(t)));
+        out.push(format!("#SBATCH --time={}", format_duration(t)));
     }
     // No GPU line when none is advised.
     if let Some(g) = rec.gpus.filter(|g| *g > 0) {
@@ -408,8 +398,8 @@ pub fn text_lines(rec: &Rec) -> Vec<String> {
         (
             "time_s",
             "--time",
-            req.time_s.map(time_arg),
-            rec.time_s.map(time_arg),
+            req.time_s.map(format_duration),
+            rec.time_s.map(format_duration),
         ),
         (
             "gpus",

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use hpc_core::record::tag_into;
+use hpc_core::slurm::format_duration;
 use hpc_core::Result;
 use serde::Serialize;
 
@@ -358,17 +359,6 @@ fn show(r: Res, v: f64) -> String {
     }
 }
 
-/// `[D-]HH:MM:SS`, whole seconds rounded up.
-fn duration(s: f64) -> String {
-    let s = s.ceil() as u64;
-    let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
-    if d > 0 {
-        format!("{d}-{h:02}:{m:02}:{sec:02}")
-    } else {
-        format!("{h:02}:{m:02}:{sec:02}")
-    }
-}
-
 /// The sbatch flags for the next job in that row; the CPU job's time is the
 /// GPU job's times the factor.
 pub fn sbatch(opts: &Opts, row: &Row, k: Kind, out: &mut impl Write) -> Result<()> {
@@ -382,7 +372,7 @@ pub fn sbatch(opts: &Opts, row: &Row, k: Kind, out: &mut impl Write) -> Result<(
         Kind::Cpu => opts.time_s.map(|t| t * opts.cpu_time_factor),
     };
     if let Some(t) = time {
-        flags.push(format!("--time={}", duration(t)));
+        flags.push(format!("--time={}", format_duration(t)));
     }
     writeln!(out, "{}", flags.join(" "))?;
     Ok(())
@@ -394,8 +384,8 @@ mod tests {
 
     #[test]
     fn durations_and_sizes_read_as_slurm_writes_them() {
-        assert_eq!(duration(3600.0 * 5.0), "05:00:00");
-        assert_eq!(duration(86400.0 * 2.0 + 61.5), "2-00:01:02");
+        assert_eq!(format_duration(3600.0 * 5.0), "05:00:00");
+        assert_eq!(format_duration(86400.0 * 2.0 + 61.5), "2-00:01:02");
         assert_eq!(mem(812.0 * 1024.0), "812G");
         assert_eq!(mem(1000.0), "1000M");
         let a = Amounts {
