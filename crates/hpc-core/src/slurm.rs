@@ -503,6 +503,24 @@ fn days_in_month(y: i64, m: u32) -> u64 {
     }
 }
 
+/// A date given on a command line (`--since`, `--until`) as epoch seconds:
+/// `YYYY-MM-DD` (midnight UTC), `YYYY-MM-DDTHH:MM:SS` (UTC), or RFC 3339
+/// with an offset.
+pub fn parse_date(s: &str) -> Result<i64, String> {
+    let bad = || format!("'{s}': not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS)");
+    if let Some(t) = Timestamp::from_rfc3339(s) {
+        return Ok(t.epoch);
+    }
+    let full = match s.len() {
+        10 => format!("{s}T00:00:00"),
+        _ => s.to_string(),
+    };
+    match parse_timestamp(&full, 0) {
+        Ok(Some(t)) => Ok(t.epoch),
+        _ => Err(bad()),
+    }
+}
+
 /// A duration as SLURM writes one (`[D-]HH:MM:SS`), whole seconds rounded
 /// up: what `--time` takes back.
 pub fn format_duration(secs: f64) -> String {
@@ -884,6 +902,11 @@ mod tests {
             0
         );
         assert_eq!(civil_from_epoch(951782400), (2000, 2, 29, 0, 0, 0));
+        assert_eq!(parse_date("1970-01-02"), Ok(86400));
+        assert_eq!(parse_date("1970-01-01T01:00:00"), Ok(3600));
+        assert_eq!(parse_date("1970-01-01T02:00:00+01:00"), Ok(3600));
+        assert!(parse_date("1970-13-01").is_err());
+        assert!(parse_date("yesterday").is_err());
         assert_eq!(
             days_from_civil(2000, 3, 1) - days_from_civil(2000, 2, 28),
             2

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 use hpc_core::record::Job;
-use hpc_core::slurm::{civil_from_epoch, days_from_civil, Timestamp};
+use hpc_core::slurm::{civil_from_epoch, parse_date, Timestamp};
 use hpc_core::{Error, Result};
 
 use crate::draw::short_value;
@@ -41,30 +41,6 @@ fn address(flag: &str, v: &str) -> Result<String> {
     Ok(v.to_string())
 }
 
-/// `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SS` (UTC) as an epoch second.
-pub fn parse_since(s: &str) -> Option<i64> {
-    let (date, time) = s.split_once('T').unwrap_or((s, "00:00:00"));
-    let d: Vec<u32> = date
-        .split('-')
-        .map(|p| p.parse().ok())
-        .collect::<Option<_>>()?;
-    let t: Vec<u32> = time
-        .split(':')
-        .map(|p| p.parse().ok())
-        .collect::<Option<_>>()?;
-    match (&d[..], &t[..]) {
-        ([y, m, d], [h, mi, sec])
-            if (1..=12).contains(m) && (1..=31).contains(d) && *h < 24 && *mi < 60 && *sec < 61 =>
-        {
-            Some(
-                days_from_civil(i64::from(*y), *m, *d) * 86400
-                    + i64::from(h * 3600 + mi * 60 + sec),
-            )
-        }
-        _ => None,
-    }
-}
-
 impl MailOpts {
     /// Checks the arguments.
     pub fn from_args(a: &MailArgs) -> Result<MailOpts> {
@@ -75,7 +51,7 @@ impl MailOpts {
         }
         let since = match &a.since {
             None => None,
-            Some(s) => Some(parse_since(s).ok_or_else(|| {
+            Some(s) => Some(parse_date(s).map_err(|_| {
                 Error::Usage(format!(
                     "--since '{}': not YYYY-MM-DD[THH:MM:SS]",
                     hpc_core::paths::escaped(s)
@@ -286,9 +262,9 @@ mod tests {
     #[test]
     fn dates_and_since() {
         assert_eq!(rfc5322_date(0), "Thu, 1 Jan 1970 00:00:00 +0000");
-        assert_eq!(parse_since("1970-01-02"), Some(86400));
-        assert_eq!(parse_since("1970-01-01T01:00:00"), Some(3600));
-        assert_eq!(parse_since("1970-13-01"), None);
+        assert_eq!(parse_date("1970-01-02"), Ok(86400));
+        assert_eq!(parse_date("1970-01-01T01:00:00"), Ok(3600));
+        assert!(parse_date("1970-13-01").is_err());
         assert_eq!(header_text("plain"), "plain");
         assert!(header_text("jöbs").starts_with("=?UTF-8?B?"));
     }

@@ -210,26 +210,6 @@ with_job_filters! {
     }
 }
 
-/// Parses a date or date-time (UTC) into epoch seconds.
-pub fn parse_date(s: &str) -> Result<i64> {
-    let bad = || {
-        Error::Usage(format!(
-            "'{s}': not a date (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS)"
-        ))
-    };
-    if s.len() == 10 {
-        let t = slurm::parse_timestamp(&format!("{s}T00:00:00"), 0).map_err(|_| bad())?;
-        return t.map(|t| t.epoch).ok_or_else(bad);
-    }
-    if let Some(t) = slurm::Timestamp::from_rfc3339(s) {
-        return Ok(t.epoch);
-    }
-    slurm::parse_timestamp(s, 0)
-        .map_err(|_| bad())?
-        .map(|t| t.epoch)
-        .ok_or_else(bad)
-}
-
 /// Builds the job filter shared by the reading commands.
 pub fn filter(
     user: Option<String>,
@@ -238,7 +218,8 @@ pub fn filter(
     until: Option<&str>,
     days: Option<u32>,
 ) -> Result<JobFilter> {
-    let mut since = since.map(parse_date).transpose()?;
+    let date = |s: &str| slurm::parse_date(s).map_err(Error::Usage);
+    let mut since = since.map(date).transpose()?;
     if let Some(d) = days {
         let from = hpc_db::now_epoch() - i64::from(d) * 86400;
         since = Some(since.map_or(from, |s| s.max(from)));
@@ -247,7 +228,7 @@ pub fn filter(
         user,
         partition,
         since,
-        until: until.map(parse_date).transpose()?,
+        until: until.map(date).transpose()?,
         ..JobFilter::default()
     })
 }
