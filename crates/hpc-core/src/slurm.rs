@@ -521,6 +521,16 @@ pub fn parse_date(s: &str) -> Result<i64, String> {
     }
 }
 
+/// Memory in MiB as sbatch's `--mem` takes it: `64G` when whole GiB,
+/// else `1000M` (MiB rounded).
+pub fn format_mem(mb: f64) -> String {
+    if mb >= 1024.0 && (mb / 1024.0).fract() == 0.0 {
+        format!("{}G", mb / 1024.0)
+    } else {
+        format!("{}M", mb.round())
+    }
+}
+
 /// A duration as SLURM writes one (`[D-]HH:MM:SS`), whole seconds rounded
 /// up: what `--time` takes back.
 pub fn format_duration(secs: f64) -> String {
@@ -902,6 +912,9 @@ mod tests {
             0
         );
         assert_eq!(civil_from_epoch(951782400), (2000, 2, 29, 0, 0, 0));
+        assert_eq!(format_mem(65536.0), "64G");
+        assert_eq!(format_mem(1000.4), "1000M");
+        assert_eq!(format_mem(1536.0), "1536M");
         assert_eq!(parse_date("1970-01-02"), Ok(86400));
         assert_eq!(parse_date("1970-01-01T01:00:00"), Ok(3600));
         assert_eq!(parse_date("1970-01-01T02:00:00+01:00"), Ok(3600));

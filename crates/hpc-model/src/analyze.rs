@@ -65,7 +65,13 @@ struct Source {
 /// Reads a batch script (and the R or Python script it runs) without
 /// running anything.
 pub fn analyze(script: &Path, table: &ToolTable) -> Result<Analysis> {
-    let bytes = read_capped(script, false)?;
+    analyze_bytes(script, read_capped(script, false)?, table)
+}
+
+/// [`analyze`] of a batch script already read (from a pipe, which cannot
+/// be read twice); `script` names it and is where the scripts it runs are
+/// looked for.
+pub fn analyze_bytes(script: &Path, bytes: Vec<u8>, table: &ToolTable) -> Result<Analysis> {
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let request = sbatch::parse_directives(&text)
         .map_err(|e| Error::Other(format!("{}: line {}: {}", shown(script), e.line, e.reason)))?;
@@ -114,7 +120,7 @@ pub fn analyze(script: &Path, table: &ToolTable) -> Result<Analysis> {
 /// may be a pipe (`/dev/stdin`, `<(...)`); a script it runs must be a
 /// regular file, checked before it is opened, so that a FIFO named in a
 /// script cannot block the analysis.
-fn read_capped(path: &Path, regular_only: bool) -> Result<Vec<u8>> {
+pub(crate) fn read_capped(path: &Path, regular_only: bool) -> Result<Vec<u8>> {
     let what = || format!("cannot read {}", shown(path));
     let meta = fs::metadata(path).ctx(what)?;
     if meta.is_dir() || (regular_only && !meta.is_file()) {

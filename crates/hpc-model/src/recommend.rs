@@ -3,7 +3,7 @@
 //! jobs of the same tool, the fitted per-tool model, the cold-start
 //! heuristic of the tool table. The formulas are in `man hpc-model`.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use argh::FromArgs;
@@ -11,7 +11,7 @@ use hpc_core::advice::{Analysis, Basis, Rec, Tier};
 use hpc_core::input::{Input, STDIN};
 use hpc_core::ndjson::Rejects;
 use hpc_core::record::write_tagged;
-use hpc_core::slurm::format_duration;
+use hpc_core::slurm::{format_duration, format_mem};
 use hpc_core::{Error, Result};
 
 use crate::fit::{Models, PEAK};
@@ -350,20 +350,11 @@ fn gpus(asked: Option<u32>, past: &[&Past]) -> Option<(u32, Basis)> {
     Some(((q.ceil() as u32).min(asked), why))
 }
 
-/// Memory as sbatch takes it: whole G when it is, else M.
-fn mem_arg(mb: f64) -> String {
-    if mb % 1024.0 == 0.0 {
-        format!("{}G", mb / 1024.0)
-    } else {
-        format!("{mb:.0}M")
-    }
-}
-
 /// The `#SBATCH` lines of a recommendation.
 pub fn sbatch_lines(rec: &Rec) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(m) = rec.mem_mb {
-        out.push(format!("#SBATCH --mem={}", mem_arg(m)));
+        out.push(format!("#SBATCH --mem={}", format_mem(m)));
     }
     if let Some(c) = rec.cpus {
         out.push(format!("#SBATCH --cpus-per-task={c}"));
@@ -386,8 +377,8 @@ pub fn text_lines(rec: &Rec) -> Vec<String> {
         (
             "mem_mb",
             "--mem",
-            req.mem_mb.map(mem_arg),
-            rec.mem_mb.map(mem_arg),
+            req.mem_mb.map(format_mem),
+            rec.mem_mb.map(format_mem),
         ),
         (
             "cpus",
@@ -427,12 +418,12 @@ fn analysis_of(script: &str, table: &ToolTable) -> Result<Analysis> {
     if script == "-" {
         return read_analysis(Input::named(STDIN)?);
     }
-    let mut input = Input::open(script)?.into_reader();
-    let starts_json = input.fill_buf()?.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
-    if starts_json {
-        return read_analysis(Input::new(script, input));
+    // Read once: the script may be a pipe (`/dev/stdin`, `<(...)`).
+    let bytes = crate::analyze::read_capped(Path::new(script), false)?;
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        return read_analysis(Input::new(script, &bytes[..]));
     }
-    crate::analyze::analyze(Path::new(script), table)
+    crate::analyze::analyze_bytes(Path::new(script), bytes, table)
 }
 
 /// Where `fit` writes and `recommend` reads the models by default: beside

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use hpc_core::record::tag_into;
-use hpc_core::slurm::format_duration;
+use hpc_core::slurm::{format_duration, format_mem};
 use hpc_core::Result;
 use serde::Serialize;
 
@@ -179,15 +179,6 @@ fn num(v: f64) -> String {
     format!("{}", hpc_core::num::round6(v))
 }
 
-/// Memory in MiB as `812G` when whole GiB, else `1000M`.
-fn mem(mb: f64) -> String {
-    if mb >= 1024.0 && (mb / 1024.0).fract() == 0.0 {
-        format!("{}G", num(mb / 1024.0))
-    } else {
-        format!("{}M", num(mb.round()))
-    }
-}
-
 /// `cpu=104,mem=812G,gpu=3` of the TRES that are present.
 fn amounts(a: &Amounts) -> String {
     let parts: Vec<String> = Res::ALL
@@ -195,7 +186,7 @@ fn amounts(a: &Amounts) -> String {
         .filter_map(|&r| {
             let v = a.get(r)?;
             Some(match r {
-                Res::Mem => format!("mem={}", mem(v)),
+                Res::Mem => format!("mem={}", format_mem(v)),
                 _ => format!("{}={}", r.name(), num(v)),
             })
         })
@@ -354,7 +345,7 @@ pub fn none_free(plan: &Plan, k: Kind) -> String {
 
 fn show(r: Res, v: f64) -> String {
     match r {
-        Res::Mem => mem(v),
+        Res::Mem => format_mem(v),
         _ => num(v),
     }
 }
@@ -386,8 +377,8 @@ mod tests {
     fn durations_and_sizes_read_as_slurm_writes_them() {
         assert_eq!(format_duration(3600.0 * 5.0), "05:00:00");
         assert_eq!(format_duration(86400.0 * 2.0 + 61.5), "2-00:01:02");
-        assert_eq!(mem(812.0 * 1024.0), "812G");
-        assert_eq!(mem(1000.0), "1000M");
+        assert_eq!(format_mem(812.0 * 1024.0), "812G");
+        assert_eq!(format_mem(1000.0), "1000M");
         let a = Amounts {
             cpu: Some(88.4),
             mem_mb: None,
