@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use hpc_core::advice::Analysis;
+use hpc_core::advice::{Analysis, Rec};
 use hpc_core::input::Input;
 use hpc_core::ndjson::Rejects;
 use hpc_core::record::{from_line, peek_kind, Job, Summary};
@@ -125,10 +125,16 @@ pub struct History {
 }
 
 /// What one line of a history contributes.
-enum Item {
+pub enum Item {
+    /// A `job` record.
     Job(Job),
+    /// A `summary` record.
     Summary(Summary),
+    /// An `analysis` record.
     Analysis(Analysis),
+    /// A `rec` record.
+    Rec(Rec),
+    /// Any other kind.
     Other,
 }
 
@@ -138,6 +144,7 @@ fn parse_item(text: &str) -> std::result::Result<Item, String> {
         "job" => Item::Job(from_line(text)?),
         "summary" => Item::Summary(from_line(text)?),
         "analysis" => Item::Analysis(from_line(text)?),
+        "rec" => Item::Rec(from_line(text)?),
         _ => Item::Other,
     })
 }
@@ -184,10 +191,8 @@ pub fn read_history(input: Input<'_>, rejects: &mut Rejects) -> Result<History> 
             past_of(j, s, a)
         })
         .collect();
-    jobs.sort_by(|a, b| match (&a.end, &b.end) {
-        (Some(x), Some(y)) => x.cmp(y),
-        (x, y) => y.is_none().cmp(&x.is_none()).reverse(),
-    });
+    // End-time order, jobs with no end last.
+    jobs.sort_by(|a, b| (a.end.is_none(), &a.end).cmp(&(b.end.is_none(), &b.end)));
     Ok(History { jobs, lines })
 }
 
@@ -224,15 +229,30 @@ fn past_of(j: Job, s: Option<&Summary>, a: Option<&Analysis>) -> Past {
 /// Reads the first `analysis` record of `input` (the script to size, as
 /// `hpc-model analyze` prints it).
 pub fn read_analysis(input: Input<'_>) -> Result<Analysis> {
+    read_first(input, "analysis", |item| match item {
+        Item::Analysis(a) => Some(a),
+        _ => None,
+    })
+}
+
+/// The first record of `input` that `pick` takes. A bad line before it
+/// is an error naming the line (not skipped: what is read here is the
+/// one record a command works from); none is an error naming `what`.
+pub fn read_first<T>(
+    input: Input<'_>,
+    what: &str,
+    mut pick: impl FnMut(Item) -> Option<T>,
+) -> Result<T> {
     let mut rejects = Rejects::new("hpc-model");
+    rejects.strict = true;
     let mut found = None;
     let shown = input.shown();
     for_each_item(input, &mut rejects, |item| {
-        if let (None, Item::Analysis(a)) = (&found, item) {
-            found = Some(a);
+        if found.is_none() {
+            found = pick(item);
         }
     })?;
-    found.ok_or_else(|| Error::Other(format!("{shown}: no analysis record")))
+    found.ok_or_else(|| Error::Other(format!("{shown}: no {what} record")))
 }
 
 #[cfg(test)]

@@ -11,10 +11,7 @@ use std::io::{Read, Write};
 use std::str::FromStr;
 
 use argh::FromArgs;
-use hpc_core::advice::{Analysis, Rec};
 use hpc_core::input::Input;
-use hpc_core::ndjson::LineReader;
-use hpc_core::record::{from_line, peek_kind};
 use hpc_core::slurm::{parse_duration, parse_mem};
 use hpc_core::{Error, Result};
 
@@ -23,6 +20,7 @@ pub mod render;
 pub mod slots;
 pub mod slurm;
 
+use crate::history::{read_first, Item};
 use limits::{Resolved, Sources};
 use slots::{capacity, left, Rule, Shape, Slots};
 use slurm::Amounts;
@@ -207,25 +205,14 @@ type Asked = (Option<u32>, Option<f64>, Option<u32>, Option<f64>);
 
 /// The first `analysis` or `rec` record of a file, as what it asks for.
 fn read_asked(path: &str) -> Result<Asked> {
-    let mut lines = LineReader::new(Input::named(path)?.into_reader());
-    let shown = hpc_core::paths::shown(std::path::Path::new(path));
-    let bad = |n: u64, e: String| Error::Other(format!("{shown}: line {n}: {e}"));
-    while let Some(line) = lines.next_line()? {
-        let line = line.map_err(|(n, e)| bad(n, e))?;
-        match peek_kind(line.text).as_deref() {
-            Some("analysis") => {
-                let a: Analysis = from_line(line.text).map_err(|e| bad(line.number, e))?;
-                let r = a.request;
-                return Ok((r.cpus, r.mem_mb, r.gpus, r.time_s));
-            }
-            Some("rec") => {
-                let r: Rec = from_line(line.text).map_err(|e| bad(line.number, e))?;
-                return Ok((r.cpus, r.mem_mb, r.gpus, r.time_s));
-            }
-            _ => {}
+    read_first(Input::named(path)?, "analysis or rec", |item| match item {
+        Item::Analysis(a) => {
+            let r = a.request;
+            Some((r.cpus, r.mem_mb, r.gpus, r.time_s))
         }
-    }
-    Err(Error::Other(format!("{shown}: no analysis or rec record")))
+        Item::Rec(r) => Some((r.cpus, r.mem_mb, r.gpus, r.time_s)),
+        _ => None,
+    })
 }
 
 /// The job shapes a record gives: the GPU job when it asks for GPUs, and
