@@ -13,7 +13,9 @@ pub fn round6(v: f64) -> f64 {
 }
 
 /// `a + b` where an absent side (NaN) counts as 0; NaN when both are absent.
-/// For `Option`s, pass `a.unwrap_or(f64::NAN)`.
+/// For `Option`s, pass `a.unwrap_or(f64::NAN)`. Inlined: hpc-merge adds
+/// every bin with it.
+#[inline]
 pub fn sum_present(a: f64, b: f64) -> f64 {
     match (a.is_nan(), b.is_nan()) {
         (true, true) => f64::NAN,

@@ -299,7 +299,7 @@ impl NodeBins {
             };
         }
         for k in RATES.start..CUMULATIVE.start {
-            row[k] = add_present(row[k], v[k]);
+            row[k] = sum_present(row[k], v[k]);
         }
         for k in CUMULATIVE {
             let (x, cur) = (v[k], row[k]);
@@ -310,7 +310,7 @@ impl NodeBins {
             };
         }
         for k in RATIOS {
-            row[k] = add_present(row[k], v[k]);
+            row[k] = sum_present(row[k], v[k]);
         }
         for k in 0..NF {
             cnt[k] += u32::from(!v[k].is_nan());
@@ -361,19 +361,6 @@ impl NodeBins {
             w.increments(row);
             f(i, &w.out);
         }
-    }
-}
-
-/// `cur + x`, where an absent value (NaN) adds nothing and an absent
-/// `cur` takes `x`.
-#[inline(always)]
-fn add_present(cur: f64, x: f64) -> f64 {
-    if x.is_nan() {
-        cur
-    } else if cur.is_nan() {
-        x
-    } else {
-        cur + x
     }
 }
 
