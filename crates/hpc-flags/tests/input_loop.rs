@@ -1,19 +1,9 @@
 //! hpc-flags reads its inputs through the shared loop: files and stdin in
 //! the order given (issue 9), stdin at most once.
 
-use std::process::{Command, Stdio};
+use hpc_testkit::{records, Tool};
 
-/// Runs hpc-flags with `args`, the file `stdin` on its stdin; returns
-/// (exit code, stdout, stderr).
-fn flags(args: &[&str], stdin: &std::path::Path) -> (Option<i32>, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hpc-flags"))
-        .args(args)
-        .stdin(Stdio::from(std::fs::File::open(stdin).unwrap()))
-        .output()
-        .unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code(), text(&out.stdout), text(&out.stderr))
-}
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-flags"));
 
 #[test]
 fn files_and_stdin_are_read_in_the_order_given() {
@@ -26,18 +16,17 @@ fn files_and_stdin_are_read_in_the_order_given() {
     };
     let a = path("a.ndjson", note(1));
     let b = path("b.ndjson", note(3) + "not json\n");
-    let stdin = path("stdin.ndjson", note(2));
-    let (code, out, err) = flags(&[&a, "-", &b], stdin.as_ref());
-    assert_eq!(code, Some(1), "{err}");
-    let ns: Vec<u64> = out
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let stdin = note(2);
+    let (code, out, err) = TOOL.cli(&[&a, "-", &b], &stdin);
+    assert_eq!(code, 1, "{err}");
+    let ns: Vec<u64> = records(&out)
+        .into_iter()
         .filter(|v| v["kind"] == "note")
         .map(|v| v["n"].as_u64().unwrap())
         .collect();
     assert_eq!(ns, [1, 2, 3], "{out}");
     assert!(err.contains(&format!("{b}: line 2: not a record")), "{err}");
-    let (code, _, err) = flags(&["-", &a, "-"], stdin.as_ref());
-    assert_eq!(code, Some(2), "{err}");
+    let (code, _, err) = TOOL.cli(&["-", &a, "-"], &stdin);
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("stdin (-) given twice"), "{err}");
 }

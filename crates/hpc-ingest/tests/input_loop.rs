@@ -1,35 +1,29 @@
 //! hpc-ingest reads its inputs through the shared loop: files and stdin in
 //! the order given (issue 9), stdin at most once.
 
-use std::process::{Command, Stdio};
+use hpc_testkit::{records, Tool};
+
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-ingest"));
 
 #[test]
 fn files_and_stdin_are_read_in_the_order_given() {
     let dir = tempfile::tempdir().unwrap();
+    let sacct = |id: u32| format!("JobID|State|Elapsed\n{id}|COMPLETED|00:00:10\n");
     let write = |name: &str, id: u32| {
         let p = dir.path().join(name);
-        let text = format!("JobID|State|Elapsed\n{id}|COMPLETED|00:00:10\n");
-        std::fs::write(&p, text).unwrap();
+        std::fs::write(&p, sacct(id)).unwrap();
         p.to_str().unwrap().to_string()
     };
-    let (a, stdin, b) = (write("a", 1), write("stdin", 2), write("b", 3));
-    let run = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_hpc-ingest"))
-            .args(["--ndjson", "--utc"])
-            .args(args)
-            .stdin(Stdio::from(std::fs::File::open(&stdin).unwrap()))
-            .output()
-            .unwrap()
-    };
-    let out = run(&[&a, "-", &b]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
-    let ids: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["job_id"].to_string())
+    let (a, b) = (write("a", 1), write("b", 3));
+    let stdin = sacct(2);
+    let (code, out, err) = TOOL.cli(&["--ndjson", "--utc", &a, "-", &b], &stdin);
+    assert_eq!(code, 0, "{err}");
+    let ids: Vec<String> = records(&out)
+        .iter()
+        .map(|v| v["job_id"].to_string())
         .collect();
     assert_eq!(ids, ["\"1\"", "\"2\"", "\"3\""]);
-    let out = run(&["-", &a, "-"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("stdin (-) given twice"));
+    let (code, _, err) = TOOL.cli(&["--ndjson", "--utc", "-", &a, "-"], &stdin);
+    assert_eq!(code, 2);
+    assert!(err.contains("stdin (-) given twice"));
 }

@@ -2,7 +2,9 @@
 //! the order given (issue 9), bad lines named with their file and line, a
 //! cut last record only warned about.
 
-use std::process::{Command, Stdio};
+use hpc_testkit::{records, Tool};
+
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-merge"));
 
 #[test]
 fn files_and_stdin_are_read_in_the_order_given() {
@@ -21,20 +23,10 @@ fn files_and_stdin_are_read_in_the_order_given() {
     };
     let a = write("a.ndjson", &node("n1", 1, "not json\n"));
     let b = write("b.ndjson", &node("n3", 3, "{\"kind\":\"sample\",\"t\":10"));
-    let stdin = write("stdin", &node("n2", 2, ""));
-    let out = Command::new(env!("CARGO_BIN_EXE_hpc-merge"))
-        .args([&a, "-", &b])
-        .stdin(Stdio::from(std::fs::File::open(&stdin).unwrap()))
-        .output()
-        .unwrap();
-    let (stdout, err) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    let notes: Vec<u64> = stdout
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let (code, stdout, err) = TOOL.cli(&[&a, "-", &b], &node("n2", 2, ""));
+    assert_eq!(code, 1, "{err}");
+    let notes: Vec<u64> = records(&stdout)
+        .into_iter()
         .filter(|v| v["kind"] == "note")
         .map(|v| v["n"].as_u64().unwrap())
         .collect();

@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use hpc_testkit::{feed, show, text, Tool};
 use serde_json::{json, Value};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-model");
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -13,15 +14,10 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// Runs `hpc-model analyze ARGS` in `cwd`.
 fn run_in(cwd: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
+    TOOL.command(&["analyze"])
         .current_dir(cwd)
-        .arg("analyze")
         .args(args)
         .output()
         .unwrap()
@@ -29,12 +25,7 @@ fn run_in(cwd: &Path, args: &[&str]) -> Output {
 
 /// The one analysis record of a successful run.
 fn record(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}",
-        out.status,
-        text(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", show(out));
     let stdout = text(&out.stdout);
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
     assert!(stdout.starts_with(r#"{"kind":"analysis","#), "{stdout}");
@@ -480,42 +471,17 @@ fn a_missing_or_unreadable_script_exits_1_naming_it() {
 
 #[test]
 fn help_matches_the_man_page() {
-    let man = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../man/hpc-model.1"),
-    )
-    .unwrap();
     let mut n = 0;
     for sub in [&[][..], &["analyze"][..]] {
-        let out = Command::new(BIN).args(sub).arg("--help").output().unwrap();
-        assert!(out.status.success());
-        for line in text(&out.stdout)
-            .lines()
-            .filter(|l| l.trim_start().starts_with("--"))
-        {
-            let flag = line
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .trim_end_matches(',');
-            if flag == "--help" {
-                continue;
-            }
-            n += 1;
-            assert!(
-                man.contains(&flag.replace('-', "\\-")),
-                "man page lacks {flag}"
-            );
-        }
+        let flags = TOOL.assert_help_in_man(&TOOL.help(sub));
+        n += flags.iter().filter(|f| *f != "help").count();
     }
     assert!(n >= 1);
 }
 
 #[test]
 fn the_man_page_lists_the_builtin_table_as_it_is() {
-    let man = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../man/hpc-model.1"),
-    )
-    .unwrap();
+    let man = TOOL.man_page();
     let table = hpc_model::tools::ToolTable::builtin();
     for t in table.tools() {
         let want = format!(
@@ -546,8 +512,6 @@ fn the_man_page_lists_the_builtin_table_as_it_is() {
 
 #[test]
 fn a_script_on_a_pipe_is_read_and_a_fifo_it_names_is_skipped() {
-    use std::io::Write;
-    use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     // A FIFO named as the script to run: opening it would block for ever.
     let fifo = dir.path().join("stuck.R");
@@ -556,28 +520,17 @@ fn a_script_on_a_pipe_is_read_and_a_fifo_it_names_is_skipped() {
         .status()
         .unwrap()
         .success());
-    let mut child = Command::new(BIN)
-        .current_dir(dir.path())
-        .args(["analyze", "/dev/stdin"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let body = b"#!/bin/bash\n#SBATCH -c 2\n# caf\xe9 (not UTF-8)\nRscript stuck.R\n";
-    child.stdin.take().unwrap().write_all(body).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = feed(
+        TOOL.command(&["analyze", "/dev/stdin"])
+            .current_dir(dir.path()),
+        body,
+    );
     let a = record(&out);
     assert_eq!(a["request"], json!({"cpus": 2}));
     assert_eq!(a["language"], "R");
     // The hash is over the bytes as they are.
-    let mut sum = Command::new("sha256sum")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    sum.stdin.take().unwrap().write_all(body).unwrap();
-    let hex = text(&sum.wait_with_output().unwrap().stdout);
+    let hex = text(&feed(&mut Command::new("sha256sum"), body).stdout);
     assert_eq!(a["script_sha256"], hex.split_whitespace().next().unwrap());
 }
 

@@ -2,22 +2,12 @@
 //! tier on a trace where memory grows with input size, CSV mapping errors.
 
 use std::path::Path;
-use std::process::Command;
 
 use hpc_core::advice::Backtest;
+use hpc_testkit::Tool;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-model");
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 const TRACES: &str = "/work/shared/traces";
-
-/// Runs the binary; returns (code, stdout, stderr).
-fn cli(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn records(stdout: &str) -> Vec<Backtest> {
     stdout
@@ -44,17 +34,20 @@ fn mgnify() -> Option<Vec<Backtest>> {
         eprintln!("skipped: {csv} not here");
         return None;
     }
-    let (code, out, err) = cli(&[
-        "backtest",
-        "--csv",
-        &csv,
-        "--mgnify",
-        &tsv,
-        "--min-earlier",
-        "5",
-        "--format",
-        "ndjson",
-    ]);
+    let (code, out, err) = TOOL.cli(
+        &[
+            "backtest",
+            "--csv",
+            &csv,
+            "--mgnify",
+            &tsv,
+            "--min-earlier",
+            "5",
+            "--format",
+            "ndjson",
+        ],
+        "",
+    );
     assert_eq!(code, 0, "{err}");
     Some(records(&out))
 }
@@ -134,25 +127,28 @@ fn growing_trace(dir: &Path) -> String {
 fn the_model_tier_wastes_less_than_the_history_tier_when_memory_grows_with_input() {
     let dir = tempfile::tempdir().unwrap();
     let csv = growing_trace(dir.path());
-    let (code, out, err) = cli(&[
-        "backtest",
-        "--csv",
-        &csv,
-        "--group",
-        "tool",
-        "--used",
-        "peak_mb",
-        "--request",
-        "req_mb",
-        "--runtime",
-        "runtime_s",
-        "--order",
-        "id",
-        "--input",
-        "input_mb",
-        "--format",
-        "ndjson",
-    ]);
+    let (code, out, err) = TOOL.cli(
+        &[
+            "backtest",
+            "--csv",
+            &csv,
+            "--group",
+            "tool",
+            "--used",
+            "peak_mb",
+            "--request",
+            "req_mb",
+            "--runtime",
+            "runtime_s",
+            "--order",
+            "id",
+            "--input",
+            "input_mb",
+            "--format",
+            "ndjson",
+        ],
+        "",
+    );
     assert_eq!(code, 0, "{err}");
     let recs = records(&out);
     for r in [0.01, 0.05] {
@@ -169,21 +165,24 @@ fn the_model_tier_wastes_less_than_the_history_tier_when_memory_grows_with_input
 fn text_output_has_the_table_and_the_calibration() {
     let dir = tempfile::tempdir().unwrap();
     let csv = growing_trace(dir.path());
-    let (code, out, err) = cli(&[
-        "backtest",
-        "--csv",
-        &csv,
-        "--group",
-        "tool",
-        "--used",
-        "peak_mb",
-        "--runtime",
-        "runtime_s",
-        "--order",
-        "id",
-        "--risks",
-        "1,5",
-    ]);
+    let (code, out, err) = TOOL.cli(
+        &[
+            "backtest",
+            "--csv",
+            &csv,
+            "--group",
+            "tool",
+            "--used",
+            "peak_mb",
+            "--runtime",
+            "runtime_s",
+            "--order",
+            "id",
+            "--risks",
+            "1,5",
+        ],
+        "",
+    );
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("policy"), "{out}");
     assert!(
@@ -214,16 +213,19 @@ fn a_bad_cell_is_rejected_with_its_line_and_a_missing_column_is_a_usage_error() 
         "--runtime",
         "t",
     ];
-    let (code, out, err) = cli(&[&base[..], &["--order", "id"]].concat());
+    let (code, out, err) = TOOL.cli(&[&base[..], &["--order", "id"]].concat(), "");
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("line 3: used 'five' is not a number"), "{err}");
     assert!(
         out.contains("ours"),
         "the good rows are still replayed: {out}"
     );
-    let (code, _, err) = cli(&[&base[..], &["--order", "nope"]].concat());
+    let (code, _, err) = TOOL.cli(&[&base[..], &["--order", "nope"]].concat(), "");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no column nope"), "{err}");
-    let (code, _, _) = cli(&[&base[..], &["--order", "id", "--risks", "0"]].concat());
+    let (code, _, _) = TOOL.cli(
+        &[&base[..], &["--order", "id", "--risks", "0"]].concat(),
+        "",
+    );
     assert_eq!(code, 2);
 }

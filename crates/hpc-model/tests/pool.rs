@@ -1,13 +1,13 @@
 //! `hpc-model pool` end to end on recorded sacctmgr, scontrol and squeue
 //! outputs (tests/fixtures/pool), and on stand-in SLURM commands that fail.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use hpc_testkit::{feed, long_flags, man_documents_flag, show, text, Tool};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-model");
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 const GPU_JOB: &str = "cpus=8,mem=180G,gpus=1";
 const CPU_JOB: &str = "cpus=8,mem=48G";
 
@@ -15,40 +15,25 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pool")
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+/// `hpc-model pool --user USER` on the recorded outputs with that queue,
+/// run in the fixtures folder.
+fn pool_command(user: &str, queue: &str, args: &[&str]) -> Command {
+    let mut c = TOOL.command(&["pool", "--user", user]);
+    c.current_dir(fixtures())
+        .args(["--assoc", "assoc.txt", "--qos", "qos.txt"])
+        .args(["--partitions", "partitions.txt", "--usage", queue])
+        .args(args);
+    c
 }
 
-/// Runs `hpc-model pool` on the recorded outputs with that queue.
+/// Runs `hpc-model pool` for ana on the recorded outputs with that queue.
 fn pool(queue: &str, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(BIN)
-        .current_dir(fixtures())
-        .args([
-            "pool",
-            "--user",
-            "ana",
-            "--assoc",
-            "assoc.txt",
-            "--qos",
-            "qos.txt",
-        ])
-        .args(["--partitions", "partitions.txt", "--usage", queue])
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    feed(&mut pool_command("ana", queue, args), stdin)
 }
 
 fn records(out: &Output) -> Vec<Value> {
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    assert!(out.status.success(), "{}", show(out));
+    hpc_testkit::records(&text(&out.stdout))
 }
 
 /// The worked example of issue 12: two accounts whose QOS GrpTRES are
@@ -343,8 +328,7 @@ fn bad_flags_are_usage_errors_and_bad_lines_are_named() {
 
 /// `hpc-model pool` with no recorded files, with PATH holding only `dir`.
 fn live(dir: &Path) -> Output {
-    Command::new(BIN)
-        .args(["pool", "--user", "ana", "--cpu-job", CPU_JOB])
+    TOOL.command(&["pool", "--user", "ana", "--cpu-job", CPU_JOB])
         .env("PATH", dir)
         .output()
         .unwrap()
@@ -381,25 +365,7 @@ fn a_missing_or_failing_slurm_command_is_an_error_not_an_empty_pool() {
 
 #[test]
 fn a_user_without_associations_is_an_error() {
-    let out = Command::new(BIN)
-        .current_dir(fixtures())
-        .args([
-            "pool",
-            "--user",
-            "zed",
-            "--cpu-job",
-            CPU_JOB,
-            "--assoc",
-            "assoc.txt",
-        ])
-        .args([
-            "--qos",
-            "qos.txt",
-            "--partitions",
-            "partitions.txt",
-            "--usage",
-            "queue-empty.txt",
-        ])
+    let out = pool_command("zed", "queue-empty.txt", &["--cpu-job", CPU_JOB])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -411,33 +377,21 @@ fn a_user_without_associations_is_an_error() {
 
 #[test]
 fn help_matches_the_man_page() {
-    let man = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../man/hpc-model.1"),
-    )
-    .unwrap();
+    let man = TOOL.man_page();
     let pool_section = man.split(".SH POOL").nth(1).expect("a POOL section");
-    let out = Command::new(BIN).args(["pool", "--help"]).output().unwrap();
-    assert!(out.status.success());
-    let mut n = 0;
-    for line in text(&out.stdout)
-        .lines()
-        .filter(|l| l.trim_start().starts_with("--"))
-    {
-        let flag = line
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .trim_end_matches(',');
-        if flag == "--help" {
-            continue;
-        }
-        n += 1;
+    let help = TOOL.help(&["pool"]);
+    TOOL.assert_help_in_man(&help);
+    let mut flags = long_flags(&help);
+    flags.retain(|f| f != "help");
+    for f in &flags {
         assert!(
-            pool_section.contains(&flag.replace('-', "\\-")),
-            "man page POOL lacks {flag}"
+            man_documents_flag(pool_section, f),
+            "man page POOL lacks --{f}"
         );
     }
-    assert!(n >= 17, "{n} flags");
+    flags.sort();
+    flags.dedup();
+    assert!(flags.len() >= 17, "{} flags", flags.len());
     for cmd in [
         "sacctmgr show associations format=account,user,partition,qos,defaultqos,parentname,grptres \\-n \\-P",
         "sacctmgr show qos format=name,grptres,maxtrespu \\-n \\-P",
@@ -452,24 +406,9 @@ fn help_matches_the_man_page() {
 
 #[test]
 fn a_closed_pipe_is_not_an_error() {
-    let mut child = Command::new(BIN)
-        .current_dir(fixtures())
-        .args([
-            "pool",
-            "--user",
-            "ana",
-            "--assoc",
-            "assoc.txt",
-            "--qos",
-            "qos.txt",
-        ])
-        .args([
-            "--partitions",
-            "partitions.txt",
-            "--usage",
-            "queue-empty.txt",
-        ])
-        .args(["--cpu-job", CPU_JOB, "--burst"])
+    // Closed before the tool writes: its output is too short for
+    // Tool::closed_pipe, which reads a line first, to reach a closed pipe.
+    let mut child = pool_command("ana", "queue-empty.txt", &["--cpu-job", CPU_JOB, "--burst"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -1,36 +1,26 @@
 //! hpc-model recommend and fit: the three tiers, censoring, CPUs, rounding,
 //! the output formats, the models file, and the help in the man page.
 
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use hpc_core::advice::{Rec, Tier};
+use hpc_testkit::{feed, text, Tool};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-model");
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 
-/// Runs the binary with `stdin`; returns (code, stdout, stderr).
+/// Runs the binary with `stdin` and no store (HPC_SIZER_DB names none);
+/// returns (code, stdout, stderr).
 fn cli(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env("HPC_SIZER_DB", "/nonexistent/hpc-sizer.db")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut sin = child.stdin.take().unwrap();
-    let data = stdin.to_owned();
-    let w = std::thread::spawn(move || {
-        let _ = sin.write_all(data.as_bytes());
-    });
-    let out = child.wait_with_output().unwrap();
-    w.join().unwrap();
+    let mut c = TOOL.command(args);
+    let out = feed(
+        c.env("HPC_SIZER_DB", "/nonexistent/hpc-sizer.db"),
+        stdin.as_bytes(),
+    );
     (
         out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+        text(&out.stdout),
+        text(&out.stderr),
     )
 }
 
@@ -325,25 +315,8 @@ fn a_bad_history_line_is_reported_with_its_number() {
 
 #[test]
 fn every_flag_in_the_help_is_in_the_man_page() {
-    let man = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../man/hpc-model.1"
-    ))
-    .unwrap();
     for sub in ["recommend", "fit", "backtest"] {
-        let (code, out, _) = cli(&[sub, "--help"], "");
-        assert_eq!(code, 0);
-        for flag in out
-            .split_whitespace()
-            .filter(|w| w.starts_with("--") && w.len() > 2 && !w.starts_with("--help"))
-        {
-            let flag = flag.trim_end_matches(|c: char| !c.is_alphanumeric());
-            let roff = flag.replace('-', "\\-");
-            assert!(
-                man.contains(&roff),
-                "{sub} {flag} is not in man/hpc-model.1"
-            );
-        }
+        TOOL.assert_help_in_man(&TOOL.help(&[sub]));
     }
 }
 

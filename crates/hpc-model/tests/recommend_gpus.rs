@@ -2,23 +2,24 @@
 //! (issue 13), from hpc-merge's per-GPU summary or sacct's GPU memory.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
 
 use hpc_core::advice::{Rec, Tier};
+use hpc_testkit::Tool;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-model");
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 
+/// Runs the binary with no store (HPC_SIZER_DB names none) and an empty
+/// stdin; returns (code, stdout, stderr).
 fn cli(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
+    let out = TOOL
+        .command(args)
         .env("HPC_SIZER_DB", "/nonexistent/hpc-sizer.db")
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     (
         out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+        hpc_testkit::text(&out.stdout),
+        hpc_testkit::text(&out.stderr),
     )
 }
 

@@ -4,34 +4,15 @@
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
+
+use hpc_testkit::{feed, show, Tool};
 
 use hpc_plot::draw::{self, PanelGeom, FLAG, REFERENCE, TRACE_COLORS};
 use hpc_plot::panels::plan;
 use hpc_plot::stream::Stream;
 use plotters::style::RGBColor;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-plot");
-
-/// Runs the binary with `args` and `stdin`; returns (code, stdout, stderr).
-fn cli(args: &[&str], stdin: &[u8]) -> (i32, Vec<u8>, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut sin = child.stdin.take().unwrap();
-    let data = stdin.to_owned();
-    let w = std::thread::spawn(move || {
-        let _ = sin.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    w.join().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out.status.code().unwrap_or(-1), out.stdout, err)
-}
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-plot"));
 
 /// `n` samples of job 7, one a second; `f(i)` gives the extra fields.
 fn series(n: usize, host: Option<&str>, f: impl Fn(usize) -> String) -> String {
@@ -181,9 +162,9 @@ fn every_panel_is_drawn_with_its_reference_line_and_the_spike_survives() {
 fn the_png_file_has_the_size_of_the_plot() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("job.png");
-    let (code, _, err) = cli(
+    let (code, _, err) = TOOL.cli(
         &["job", "-o", out.to_str().unwrap(), "--width", "900"],
-        full_day().as_bytes(),
+        &full_day(),
     );
     assert_eq!(code, 0, "{err}");
     let png = std::fs::read(&out).unwrap();
@@ -206,17 +187,15 @@ fn partial() -> String {
 
 #[test]
 fn absent_sources_render_not_measured() {
-    let (code, svg, err) = cli(&["job", "--format", "svg"], partial().as_bytes());
+    let (code, svg, err) = TOOL.cli(&["job", "--format", "svg"], &partial());
     assert_eq!(code, 0, "{err}");
-    let svg = String::from_utf8(svg).unwrap();
     assert_eq!(
         svg.matches("not measured").count(),
         4,
         "disk, threads, Lustre, NUMA"
     );
-    let (code, txt, _) = cli(&["job", "--format", "txt"], partial().as_bytes());
+    let (code, txt, _) = TOOL.cli(&["job", "--format", "txt"], &partial());
     assert_eq!(code, 0);
-    let txt = String::from_utf8(txt).unwrap();
     for name in ["Disk (MB/s) read", "Threads", "Lustre", "NUMA"] {
         let line = txt.lines().find(|l| l.starts_with(name)).unwrap();
         assert!(line.ends_with("not measured"), "{line}");
@@ -259,12 +238,8 @@ fn several_hosts_draw_node_lines_and_a_bold_job_line() {
 
 #[test]
 fn the_txt_sparkline_keeps_the_spike() {
-    let (code, txt, err) = cli(
-        &["job", "--format", "txt", "--width", "60"],
-        full_day().as_bytes(),
-    );
+    let (code, txt, err) = TOOL.cli(&["job", "--format", "txt", "--width", "60"], &full_day());
     assert_eq!(code, 0, "{err}");
-    let txt = String::from_utf8(txt).unwrap();
     let mem = txt.lines().find(|l| l.starts_with("Memory")).unwrap();
     assert!(
         mem.contains("max 3.5") && mem.contains("requested 4,") || mem.ends_with("requested 4"),
@@ -277,21 +252,19 @@ fn the_txt_sparkline_keeps_the_spike() {
 fn report_rows_draw_bars() {
     let rows = "{\"kind\":\"report\",\"by\":\"user\",\"user\":\"ann\",\"jobs\":3,\"cpu_h\":10,\"cpu_wasted_h\":4,\"cpu_eff\":60,\"mem_gbh\":8,\"mem_wasted_gbh\":6,\"mem_eff\":25,\"gpu_h\":0}\n\
 {\"kind\":\"report\",\"by\":\"user\",\"user\":null,\"jobs\":1,\"cpu_h\":2,\"cpu_wasted_h\":1,\"cpu_eff\":50,\"mem_gbh\":1,\"mem_wasted_gbh\":0.5,\"mem_eff\":50,\"gpu_h\":1}\n";
-    let (code, svg, err) = cli(&["report"], rows.as_bytes());
+    let (code, svg, err) = TOOL.cli(&["report"], rows);
     assert_eq!(code, 0, "{err}");
-    let svg = String::from_utf8(svg).unwrap();
     assert!(svg.contains("CPU hours by user") && svg.contains("\nann\n") && svg.contains("(none)"));
     // One key alone: bars of a positive width (Chromium reports a negative
     // one as an error).
     let one = rows.lines().next().unwrap();
-    let (code, svg, _) = cli(&["report"], one.as_bytes());
+    let (code, svg, _) = TOOL.cli(&["report"], one);
     assert_eq!(code, 0);
-    let svg = String::from_utf8(svg).unwrap();
     assert!(svg.contains("<rect") && !svg.contains("width=\"-"), "{svg}");
-    let (code, png, _) = cli(&["report", "--format", "png"], rows.as_bytes());
-    assert_eq!(code, 0);
-    assert_eq!(&png[1..4], b"PNG");
-    let (code, _, err) = cli(&["report"], b"");
+    let png = TOOL.feed(&["report", "--format", "png"], rows.as_bytes());
+    assert_eq!(png.status.code(), Some(0), "{}", show(&png));
+    assert_eq!(&png.stdout[1..4], b"PNG");
+    let (code, _, err) = TOOL.cli(&["report"], "");
     assert_eq!(code, 1);
     assert!(err.contains("no report records"), "{err}");
 }
@@ -308,7 +281,7 @@ fn the_html_report_escapes_user_strings_and_is_private_and_replaced() {
     text.push_str("{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"8\",\"job_id_raw\":\"8\",\"user\":\"<img src=x>\",\"state\":\"COMPLETED\",\"is_final\":true}\n");
     text.push_str("{\"kind\":\"report\",\"by\":\"user\",\"user\":\"<i>ann</i>\",\"jobs\":1,\"cpu_h\":1,\"cpu_wasted_h\":0.5}\n");
     text.push_str("{\"kind\":\"rec\",\"user\":\"ann\",\"tool\":\"blast\",\"risk\":0.05,\"mem_mb\":2048,\"cpus\":4,\"basis\":{\"mem\":{\"note\":\"p95 of 12 jobs\"}}}\n");
-    let (code, _, err) = cli(&["html", "--out", out.to_str().unwrap()], text.as_bytes());
+    let (code, _, err) = TOOL.cli(&["html", "--out", out.to_str().unwrap()], &text);
     assert_eq!(code, 0, "{err}");
     assert_eq!(mode(&out), 0o700);
     let ann = out.join("user-ann.html");
@@ -327,10 +300,7 @@ fn the_html_report_escapes_user_strings_and_is_private_and_replaced() {
     assert!(page.contains("memory: 2 GiB (p95 of 12 jobs)"), "the rec");
     assert!(page.contains("<svg"), "the job's plot inline");
     // A re-run with only ann replaces the pages and drops the other user's.
-    let (code, _, err) = cli(
-        &["html", "--out", out.to_str().unwrap()],
-        full_day().as_bytes(),
-    );
+    let (code, _, err) = TOOL.cli(&["html", "--out", out.to_str().unwrap()], &full_day());
     assert_eq!(code, 0, "{err}");
     assert!(ann.exists() && !other.exists());
     let names: Vec<String> = std::fs::read_dir(&out)
@@ -344,11 +314,12 @@ fn the_html_report_escapes_user_strings_and_is_private_and_replaced() {
 fn the_mail_parses_into_a_text_and_an_html_part() {
     let mut text = full_day().replace("\"ann\"", "\"jörg\"");
     text.push_str("{\"kind\":\"rec\",\"user\":\"jörg\",\"mem_mb\":1024,\"time_s\":3600}\n");
-    let (code, mail, err) = cli(
+    let out = TOOL.feed(
         &["mail", "--user", "jörg", "--to", "jorg@example.org"],
         text.as_bytes(),
     );
-    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let mail = out.stdout;
     let py = r#"
 import email, sys
 from email import policy
@@ -363,15 +334,10 @@ assert "Hello jörg" in t and "oom_killed" in t and "memory: 1 GiB" in t, t
 assert "&lt;script&gt;" in h and "<script>" not in h, h
 print("ok", len(parts))
 "#;
-    let mut child = Command::new("python3")
-        .args(["-c", py])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(&mail).unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = feed(
+        std::process::Command::new("python3").args(["-c", py]),
+        &mail,
+    );
     assert!(
         out.status.success(),
         "{}\n{}",
@@ -383,7 +349,7 @@ print("ok", len(parts))
 
 #[test]
 fn a_header_injection_in_the_address_is_a_usage_error() {
-    let (code, _, err) = cli(&["mail", "--user", "ann", "--to", "a@b\nBcc: x@y"], b"");
+    let (code, _, err) = TOOL.cli(&["mail", "--user", "ann", "--to", "a@b\nBcc: x@y"], "");
     assert_eq!(code, 2);
     assert!(err.contains("--to"), "{err}");
 }
@@ -392,17 +358,17 @@ fn a_header_injection_in_the_address_is_a_usage_error() {
 fn bad_lines_are_named_and_the_rest_is_drawn() {
     let mut text = partial();
     text.insert_str(0, "{\"kind\":\"sample\",\"t\":\"x\"}\nnot json\n");
-    let (code, txt, err) = cli(&["job"], text.as_bytes());
+    let (code, txt, err) = TOOL.cli(&["job"], &text);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("line 1:") && err.contains("line 2: not JSON"),
         "{err}"
     );
-    assert!(String::from_utf8(txt).unwrap().contains("Memory"));
-    let (code, _, err) = cli(&["job"], b"");
+    assert!(txt.contains("Memory"));
+    let (code, _, err) = TOOL.cli(&["job"], "");
     assert_eq!(code, 1);
     assert!(err.contains("no samples"), "{err}");
-    let (code, _, _) = cli(&["job", "--format", "gif"], b"");
+    let (code, _, _) = TOOL.cli(&["job", "--format", "gif"], "");
     assert_eq!(code, 2);
 }
 
@@ -410,7 +376,7 @@ fn bad_lines_are_named_and_the_rest_is_drawn() {
 fn a_cut_last_line_is_reported_and_tolerated() {
     let mut text = partial();
     text.push_str("{\"kind\":\"sample\",\"t\":17");
-    let (code, _, err) = cli(&["job"], text.as_bytes());
+    let (code, _, err) = TOOL.cli(&["job"], &text);
     assert_eq!(code, 0, "{err}");
     assert!(
         err.contains("line 601: truncated last line ignored"),
@@ -425,56 +391,29 @@ fn the_mail_tells_only_the_jobs_since() {
         &JOB.replace("\"7\"", "\"9\"")
             .replace("2026-01-02", "2025-06-01"),
     );
-    let (code, mail, err) = cli(
-        &["mail", "--user", "ann", "--since", "2026-01-01"],
-        text.as_bytes(),
-    );
+    let (code, mail, err) = TOOL.cli(&["mail", "--user", "ann", "--since", "2026-01-01"], &text);
     assert_eq!(code, 0, "{err}");
-    let mail = String::from_utf8(mail).unwrap();
     assert!(mail.contains("Subject: hpc-sizer: 1 jobs of ann"), "{mail}");
-    let (code, _, err) = cli(&["mail", "--user", "ann", "--since", "yesterday"], b"");
+    let (code, _, err) = TOOL.cli(&["mail", "--user", "ann", "--since", "yesterday"], "");
     assert_eq!(code, 2);
     assert!(err.contains("--since"), "{err}");
 }
 
 #[test]
 fn a_closed_pipe_is_quiet() {
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(format!("'{BIN}' job --format svg | head -c 10 >/dev/null"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            c.stdin.take().unwrap().write_all(full_day().as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
-}
-
-fn man_page() -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../man/hpc-plot.1")).unwrap()
+    let first = TOOL.closed_pipe(&["job", "--format", "svg"], |mut sin| {
+        sin.write_all(full_day().as_bytes()).unwrap();
+    });
+    assert!(first.starts_with("<svg"), "{first}");
 }
 
 #[test]
 fn every_long_flag_in_help_is_in_the_man_page() {
-    let man = man_page().replace("\\-", "-");
+    let man = TOOL.man_page();
     for sub in [&[][..], &["job"], &["report"], &["html"], &["mail"]] {
-        let mut args: Vec<&str> = sub.to_vec();
-        args.push("--help");
-        let (code, help, _) = cli(&args, b"");
-        assert_eq!(code, 0);
-        let help = String::from_utf8(help).unwrap();
+        let help = TOOL.help(sub);
         assert!(help.contains("Exit status") || !sub.is_empty());
-        for word in help.split_whitespace() {
-            let w = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '-');
-            if w.starts_with("--") && w.len() > 2 {
-                assert!(man.contains(w), "{w} ({sub:?}) is not in man/hpc-plot.1");
-            }
-        }
+        TOOL.assert_help_in_man(&help);
         for s in ["job", "report", "html", "mail"] {
             assert!(
                 man.contains(&format!(".B {s}")) || man.contains(&format!(".SS {s}")),

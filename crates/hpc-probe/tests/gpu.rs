@@ -4,10 +4,13 @@
 use std::path::Path;
 use std::process::{Child, Command, Output};
 
+use hpc_testkit::{show, text, Tool};
 use serde_json::Value;
 
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-probe"));
+
 fn bin() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hpc-probe"));
+    let mut c = TOOL.command(&[]);
     for v in [
         "SLURM_JOB_ID",
         "SLURM_CPUS_ON_NODE",
@@ -40,16 +43,8 @@ fn fixture(name: &str, pid: u32, dir: &Path) -> std::path::PathBuf {
 }
 
 fn records(out: &Output) -> Vec<Value> {
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    assert_eq!(out.status.code(), Some(0), "{}", show(out));
+    hpc_testkit::records(&text(&out.stdout))
 }
 
 fn of_kind<'a>(recs: &'a [Value], kind: &str) -> Vec<&'a Value> {

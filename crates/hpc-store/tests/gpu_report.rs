@@ -1,33 +1,26 @@
 //! `hpc-store report`: gpu_eff beside gpu_h, and the GPU-hours wasted
 //! (issue 13), from job records with sacct's GPU utilisation.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
+use hpc_testkit::{feed, records, show, text, Tool};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-store");
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-store"));
 
+/// Runs `hpc-store --db DB ARGS` with no group file of the user's (its
+/// config folder is the database's); it must succeed.
 fn run(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut c = Command::new(BIN)
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("HPC_SIZER_GROUPS")
-        .env("XDG_CONFIG_HOME", db.parent().unwrap())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(stdin).unwrap();
-    let o = c.wait_with_output().unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
+    let o = feed(
+        TOOL.command(&["--db"])
+            .arg(db)
+            .args(args)
+            .env_remove("HPC_SIZER_GROUPS")
+            .env("XDG_CONFIG_HOME", db.parent().unwrap()),
+        stdin,
     );
+    assert!(o.status.success(), "{args:?}: {}", show(&o));
     o
 }
 
@@ -41,11 +34,7 @@ fn job(id: u32, user: &str, gpu_h: f64, util: Option<f64>) -> String {
 
 fn report(db: &Path) -> Vec<Value> {
     let out = run(db, &["report", "--by", "user", "--format", "ndjson"], b"");
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    records(&text(&out.stdout))
 }
 
 #[test]
@@ -76,7 +65,7 @@ fn gpu_eff_is_weighted_by_gpu_hours_over_jobs_with_a_utilisation() {
     assert!(row("cy")["gpu_eff"].is_null());
     // The terminal table shows them within 80 columns.
     let out = run(&db, &["report", "--by", "user"], b"");
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = text(&out.stdout);
     let head = text.lines().next().unwrap();
     assert!(
         head.contains("gpu_h") && head.contains("gpu%") && head.contains("gpu_w"),
@@ -101,28 +90,17 @@ fn ingested_gpu_use_reaches_the_report() {
 20|20|dee|COMPLETED|2026-01-01T00:00:00|2026-01-01T02:00:00|7200|8|billing=8,cpu=8,gres/gpu=4,mem=64G,node=1|1||64G||||
 20.0|20||COMPLETED|2026-01-01T00:00:00|2026-01-01T02:00:00|7200|8|cpu=8,gres/gpu=4,mem=64G,node=1|1|1||1000M|02:00:00|cpu=02:00:00,gres/gpumem=5000M,gres/gpuutil=100,mem=1000M|cpu=02:00:00,gres/gpumem=4000M,gres/gpuutil=100,mem=900M
 ";
-    let ingest = Path::new(BIN).with_file_name("hpc-ingest");
+    let ingest = Path::new(TOOL.bin()).with_file_name("hpc-ingest");
     if !ingest.exists() {
         // hpc-ingest is another crate's binary: built when the workspace is.
         eprintln!("skipped: {} not built", ingest.display());
         return;
     }
-    let out = Command::new(&ingest)
-        .args(["--db", db.to_str().unwrap(), "--utc"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            c.stdin.take().unwrap().write_all(sacct.as_bytes())?;
-            c.wait_with_output()
-        })
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = feed(
+        Command::new(&ingest).args(["--db", db.to_str().unwrap(), "--utc"]),
+        sacct.as_bytes(),
     );
+    assert!(out.status.success(), "{}", show(&out));
     let rows = report(&db);
     // One task at 100 % summed over 4 GPUs: 25 % each; 8 GPU-h, 6 wasted.
     assert_eq!(rows[0]["gpu_h"], 8.0);

@@ -3,17 +3,15 @@
 //! across batches, stdin at most once.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
-/// Runs `hpc-store --db DB ARGS` with the file `stdin` on its stdin.
-fn store(db: &Path, args: &[&str], stdin: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hpc-store"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .stdin(Stdio::from(std::fs::File::open(stdin).unwrap()))
-        .output()
-        .unwrap()
+use hpc_testkit::{feed, text, Tool};
+
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-store"));
+
+/// Runs `hpc-store --db DB ARGS` with `stdin`; returns (exit code, stderr).
+fn store(db: &Path, args: &[&str], stdin: &str) -> (Option<i32>, String) {
+    let out = feed(TOOL.command(&["--db"]).arg(db).args(args), stdin.as_bytes());
+    (out.status.code(), text(&out.stderr))
 }
 
 fn flag(job: u32) -> String {
@@ -36,10 +34,9 @@ fn put_names_bad_lines_by_input_and_line_across_batches() {
     big.push_str("not json\n");
     let a = write("a.ndjson", &big);
     let b = write("b.ndjson", &(flag(1) + "{\"job_id\":\"2\"}\n"));
-    let stdin = write("stdin", "\nnot json either\n");
-    let out = store(&db, &["put", &a, "-", &b], stdin.as_ref());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let stdin = "\nnot json either\n";
+    let (code, err) = store(&db, &["put", &a, "-", &b], stdin);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains(&format!("{a}: line 20006: not a JSON object")),
         "{err}"
@@ -56,8 +53,8 @@ fn put_names_bad_lines_by_input_and_line_across_batches() {
     assert!(err.contains("; 3 rejected"), "{err}");
 
     let db2 = dir.path().join("h2.db");
-    let out = store(&db2, &["put", "-", &a, "-"], stdin.as_ref());
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("stdin (-) given twice"));
+    let (code, err) = store(&db2, &["put", "-", &a, "-"], stdin);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("stdin (-) given twice"));
     assert!(!db2.exists(), "a usage error opens no database");
 }
