@@ -34,7 +34,7 @@ trap cleanup EXIT
   echo '{"kind":"report","by":"user","user":"ann","jobs":2,"cpu_h":12,"cpu_wasted_h":5,"cpu_eff":58,"mem_gbh":9,"mem_wasted_gbh":6,"mem_eff":33,"gpu_h":0}'
   echo '{"kind":"job","cluster":"c","job_id":"7","job_id_raw":"7","user":"ann","job_name":"<script>alert(1)</script>","state":"OUT_OF_MEMORY","is_final":true,"req_mem_mb":4096,"alloc_cpus":4,"cpu_hours_wasted":5,"mem_gb_hours_wasted":6,"mem_eff":33,"end":"2026-01-02T00:00:00Z"}'
   echo '{"kind":"flag","job_id":"7","flag":"oom_killed","category":"misuse","value":null,"threshold":null,"reason":"<img src=x onerror=alert(2)>"}'
-  echo '{"kind":"rec","user":"ann","tool":"blast","risk":0.05,"mem_mb":2048,"cpus":2,"time_s":3600,"basis":{"mem":{"note":"p95 of 12 jobs"}}}'
+  echo '{"kind":"rec","user":"ann","tool":"blast","risk":0.05,"mem_mb":2048,"cpus":2,"time_s":3600,"basis":{"mem_mb":{"tier":"history","method":"order statistic","n":12,"note":"p95 of 12 jobs"}}}'
   for i in $(seq 0 299); do
     printf '{"kind":"sample","t":%d,"job_id":"7","rss_mb":%d,"cpu_cores":2.5,"read_mbps":1,"write_mbps":0.5}\n' \
       $((1700000000 + i * 10)) $((1000 + i * 5))

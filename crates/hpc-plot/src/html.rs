@@ -9,10 +9,11 @@ use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use hpc_core::advice::Rec;
 use hpc_core::paths::{create_private_dir, write_atomic};
 use hpc_core::record::{Flag, Job};
+use hpc_core::slurm::format_duration;
 use hpc_core::{IoContext, Result};
-use serde_json::{Map, Value};
 
 use crate::draw::{self, short_value};
 use crate::panels::plan;
@@ -75,7 +76,7 @@ pub struct Index<'a> {
     /// Flags by job id.
     pub flags: HashMap<&'a str, Vec<&'a Flag>>,
     /// Recommendations by user.
-    pub recs: HashMap<&'a str, Vec<&'a Map<String, Value>>>,
+    pub recs: HashMap<&'a str, Vec<&'a Rec>>,
 }
 
 /// The user of a job, `(none)` when absent.
@@ -94,9 +95,9 @@ impl<'a> Index<'a> {
         for f in &stream.flags {
             flags.entry(f.job_id.as_str()).or_default().push(f);
         }
-        let mut recs: HashMap<&str, Vec<&Map<String, Value>>> = HashMap::new();
+        let mut recs: HashMap<&str, Vec<&Rec>> = HashMap::new();
         for r in &stream.recs {
-            let user = r.get("user").and_then(Value::as_str).unwrap_or("(none)");
+            let user = r.user.as_deref().unwrap_or("(none)");
             by_user.entry(user).or_default();
             recs.entry(user).or_default().push(r);
         }
@@ -238,60 +239,34 @@ pub fn index_body(stream: &Stream, idx: &Index, heading: &str) -> Result<String>
     Ok(s)
 }
 
-/// A recommendation record as a short list: what is present.
-pub fn rec_lines(r: &Map<String, Value>) -> Vec<String> {
-    let f = |k: &str| r.get(k).and_then(Value::as_f64);
-    let t = |k: &str| r.get(k).and_then(Value::as_str);
+/// A recommendation as a short list: each resource advised, with the
+/// reason hpc-model gave for it, then the stated risk.
+pub fn rec_lines(r: &Rec) -> Vec<String> {
     let mut out = Vec::new();
-    let note = |res: &str| {
-        r.get("basis")
-            .and_then(|b| b.get(res))
-            .and_then(|b| b.get("note"))
-            .and_then(Value::as_str)
-            .map(|n| format!(" ({n})"))
-            .unwrap_or_default()
-    };
-    if let Some(tool) = t("tool") {
+    if let Some(tool) = &r.tool {
         out.push(format!("for {tool}"));
     }
-    let items: [(&str, &str, Option<String>); 4] = [
+    let items = [
         (
             "memory",
-            "mem",
-            f("mem_mb").map(|m| format!("{} GiB", short_value(m / 1024.0))),
+            "mem_mb",
+            r.mem_mb.map(|m| format!("{} GiB", short_value(m / 1024.0))),
         ),
-        ("CPUs", "cpus", f("cpus").map(short_value)),
-        ("time", "time", f("time_s").map(draw::short_duration)),
-        ("GPUs", "gpus", f("gpus").map(short_value)),
+        ("CPUs", "cpus", r.cpus.map(|c| c.to_string())),
+        ("time", "time_s", r.time_s.map(format_duration)),
+        ("GPUs", "gpus", r.gpus.map(|g| g.to_string())),
     ];
-    for (name, res, v) in items {
-        if let Some(v) = v {
-            let n = if note(res).is_empty() {
-                note(name)
-            } else {
-                note(res)
-            };
-            out.push(format!("{name}: {v}{n}"));
+    for (name, key, value) in items {
+        if let Some(v) = value {
+            let why = r
+                .basis
+                .get(key)
+                .map(|b| format!(" ({})", b.note))
+                .unwrap_or_default();
+            out.push(format!("{name}: {v}{why}"));
         }
     }
-    if let Some(risk) = r.get("risk").filter(|v| !v.is_null()) {
-        out.push(format!(
-            "risk: {}",
-            risk.as_str()
-                .map_or_else(|| risk.to_string(), str::to_string)
-        ));
-    }
-    if let Some(Value::Object(basis)) = r.get("basis") {
-        for (k, v) in basis {
-            let known = ["mem", "memory", "cpus", "CPUs", "time", "gpus", "GPUs"];
-            if let (false, Some(n)) = (
-                known.contains(&k.as_str()),
-                v.get("note").and_then(Value::as_str),
-            ) {
-                out.push(format!("{k}: {n}"));
-            }
-        }
-    }
+    out.push(format!("risk: {} %", short_value(r.risk * 100.0)));
     out
 }
 

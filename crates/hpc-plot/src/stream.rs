@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use hpc_core::advice::Rec;
 use hpc_core::record::{from_line, Flag, Job, Meta, Summary};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -176,8 +177,8 @@ pub struct Stream {
     pub summaries: Vec<Summary>,
     /// Report rows (`hpc-store report --format ndjson`).
     pub reports: Vec<Map<String, Value>>,
-    /// Recommendation records, read loosely.
-    pub recs: Vec<Map<String, Value>>,
+    /// Recommendation records (hpc-model's `rec`).
+    pub recs: Vec<Rec>,
 }
 
 impl Stream {
@@ -217,7 +218,7 @@ impl Stream {
                 .push(serde_json::from_str::<Flag>(text).map_err(typed)?),
             Some("summary") => self.summaries.push(from_line(text)?),
             Some("report") => self.reports.push(object(text)?),
-            Some("rec") => self.recs.push(object(text)?),
+            Some("rec") => self.recs.push(from_line(text)?),
             Some(_) => {}
         }
         Ok(())

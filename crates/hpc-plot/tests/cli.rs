@@ -280,7 +280,7 @@ fn the_html_report_escapes_user_strings_and_is_private_and_replaced() {
     let mut text = full_day();
     text.push_str("{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"8\",\"job_id_raw\":\"8\",\"user\":\"<img src=x>\",\"state\":\"COMPLETED\",\"is_final\":true}\n");
     text.push_str("{\"kind\":\"report\",\"by\":\"user\",\"user\":\"<i>ann</i>\",\"jobs\":1,\"cpu_h\":1,\"cpu_wasted_h\":0.5}\n");
-    text.push_str("{\"kind\":\"rec\",\"user\":\"ann\",\"tool\":\"blast\",\"risk\":0.05,\"mem_mb\":2048,\"cpus\":4,\"basis\":{\"mem\":{\"note\":\"p95 of 12 jobs\"}}}\n");
+    text.push_str("{\"kind\":\"rec\",\"user\":\"ann\",\"tool\":\"blast\",\"risk\":0.05,\"mem_mb\":2048,\"cpus\":4,\"basis\":{\"mem_mb\":{\"tier\":\"history\",\"method\":\"order statistic\",\"n\":12,\"note\":\"p95 of 12 jobs\"}}}\n");
     let (code, _, err) = TOOL.cli(&["html", "--out", out.to_str().unwrap()], &text);
     assert_eq!(code, 0, "{err}");
     assert_eq!(mode(&out), 0o700);
@@ -297,7 +297,10 @@ fn the_html_report_escapes_user_strings_and_is_private_and_replaced() {
     let page = std::fs::read_to_string(&ann).unwrap();
     assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(page.contains("killed &lt;b&gt;OOM&lt;/b&gt;"));
+    // The rec as hpc-model writes it: the note of basis.mem_mb (it was
+    // looked up under "mem", so a real rec showed no reason), the risk.
     assert!(page.contains("memory: 2 GiB (p95 of 12 jobs)"), "the rec");
+    assert!(page.contains("risk: 5 %"), "the stated risk");
     assert!(page.contains("<svg"), "the job's plot inline");
     // A re-run with only ann replaces the pages and drops the other user's.
     let (code, _, err) = TOOL.cli(&["html", "--out", out.to_str().unwrap()], &full_day());
@@ -313,7 +316,9 @@ fn the_html_report_escapes_user_strings_and_is_private_and_replaced() {
 #[test]
 fn the_mail_parses_into_a_text_and_an_html_part() {
     let mut text = full_day().replace("\"ann\"", "\"jörg\"");
-    text.push_str("{\"kind\":\"rec\",\"user\":\"jörg\",\"mem_mb\":1024,\"time_s\":3600}\n");
+    text.push_str(
+        "{\"kind\":\"rec\",\"user\":\"jörg\",\"risk\":0.01,\"mem_mb\":1024,\"time_s\":3600}\n",
+    );
     let out = TOOL.feed(
         &["mail", "--user", "jörg", "--to", "jorg@example.org"],
         text.as_bytes(),
