@@ -341,3 +341,30 @@ fn a_cold_start_keeps_the_cpus_asked_for() {
     assert_eq!(rec.basis["cpus"].tier, Tier::Heuristic);
     assert_eq!(rec.mem_mb, Some(8192.0), "{out}");
 }
+
+#[test]
+fn a_batch_script_on_a_pipe_is_read_once() {
+    // recommend first looked at the script to tell a record from a batch
+    // script, then opened it again to analyze it: from a pipe the second
+    // read found nothing, and the advice was for an empty script.
+    let dir = tempfile::tempdir().unwrap();
+    let h = write(dir.path(), "h.ndjson", "");
+    let script = "#!/bin/bash\n#SBATCH --mem=8G\n#SBATCH -c 4\nsamtools sort x.bam\n";
+    let (code, out, err) = cli(
+        &[
+            "recommend",
+            "/dev/stdin",
+            "--history",
+            &h,
+            "--format",
+            "ndjson",
+        ],
+        script,
+    );
+    assert_eq!(code, 0, "{err}");
+    let rec = rec_of(&out);
+    assert_eq!(rec.tool.as_deref(), Some("samtools"), "{out}");
+    assert_eq!(rec.cpus, Some(4), "{out}");
+    let asked = rec.request.expect("the request was read");
+    assert_eq!(asked.mem_mb, Some(8192.0), "{out}");
+}
