@@ -64,7 +64,6 @@ use std::io::{self, BufRead};
 use std::path::Path;
 
 use serde::de::{DeserializeOwned, IgnoredAny};
-use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::ndjson::{LineReader, Rejects};
@@ -350,19 +349,12 @@ pub fn for_each_line<'s>(
     Ok(lines)
 }
 
-/// The `kind` of a record, read without building the rest.
-#[derive(Deserialize)]
-struct Kind<'a> {
-    #[serde(borrow, default)]
-    kind: Option<Cow<'a, str>>,
-}
-
 /// The kind of the record on `line`, or `None` when it was reported (not
 /// a JSON object with a string `kind`).
 fn kind_of<'t>(line: &Line<'t>, rejects: &mut Rejects) -> Result<Option<Cow<'t, str>>> {
-    match serde_json::from_str::<Kind>(line.text) {
-        Ok(Kind { kind: Some(kind) }) => Ok(Some(kind)),
-        Ok(Kind { kind: None }) => line.reject(rejects, "no \"kind\"").map(|()| None),
+    match crate::record::kind_of(line.text) {
+        Ok(Some(kind)) => Ok(Some(kind)),
+        Ok(None) => line.reject(rejects, "no \"kind\"").map(|()| None),
         Err(e) => line
             .bad_record(rejects, &format!("not a record: {e}"))
             .map(|()| None),

@@ -3,6 +3,8 @@
 //! Every record has a `kind`. Field names carry their units (`rss_mb`,
 //! `elapsed_s`); absent data is absent, never 0.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -276,11 +278,29 @@ pub struct Flag {
     pub reason: String,
 }
 
-/// Finds the `kind` of an NDJSON line without parsing the whole object
-/// (falls back to a full parse when the fast path is unsure).
+/// The `kind` field of a record, read without building the rest.
+#[derive(Deserialize)]
+struct KindField<'a> {
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+}
+
+/// The `kind` of an NDJSON line, read without building the rest of the
+/// record (borrowed unless it has escapes): `Ok(None)` for a JSON object
+/// without a `kind`, an error for a line that is not a JSON object or
+/// whose `kind` is not a string.
+pub fn kind_of(line: &str) -> Result<Option<Cow<'_, str>>, serde_json::Error> {
+    if !line.trim_start().starts_with('{') {
+        // Not an object (a struct would also take an array): say why.
+        return serde_json::from_str::<Map<String, Value>>(line).map(|_| None);
+    }
+    serde_json::from_str::<KindField>(line).map(|k| k.kind)
+}
+
+/// The `kind` of an NDJSON line when it is a record with a string `kind`
+/// (see [`kind_of`]).
 pub fn peek_kind(line: &str) -> Option<String> {
-    let v: Value = serde_json::from_str(line).ok()?;
-    v.get("kind")?.as_str().map(str::to_owned)
+    kind_of(line).ok().flatten().map(Cow::into_owned)
 }
 
 /// Writes `record` as one NDJSON line with its `kind` first. The line is
@@ -327,6 +347,19 @@ pub fn from_line<T: serde::de::DeserializeOwned>(line: &str) -> Result<T, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kind_is_read_from_objects_only() {
+        assert_eq!(
+            peek_kind(r#"{"kind":"job","x":[1,2]}"#).as_deref(),
+            Some("job")
+        );
+        assert_eq!(kind_of(r#"{"x":1}"#).unwrap(), None);
+        assert_eq!(peek_kind(r#"["job"]"#), None, "an array is not a record");
+        assert!(kind_of(r#"["job"]"#).is_err());
+        assert!(kind_of(r#"{"kind":3}"#).is_err());
+        assert_eq!(peek_kind("not json"), None);
+    }
 
     #[test]
     fn job_round_trips_with_kind_first() {
