@@ -27,42 +27,19 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-harness=$here/harness.sh
-export HPC_SLURM_STATE=${HPC_SLURM_STATE:-/var/lib/hpc-sizer-slurm}
-SLURM_CONF=$(bash "$harness" conf)
-export SLURM_CONF
-t_begin=$SECONDS
-# shellcheck source=tests/checks.sh
-. "$root/tests/checks.sh"
-show() { [ -z "$2" ] || printf '%s\n' "$2" | sed "s/^/# $1/"; }
+# shellcheck source=tests/slurm/common.sh
+. "$here/common.sh"
 
 work=$(mktemp -d /tmp/hpc-sizer-flow.XXXXXX)
 chmod 755 "$work"
 jobs=()
-
-cluster_down() {
-    if [ "${KEEP_SLURM:-0}" = 1 ]; then
-        echo "# KEEP_SLURM=1: the cluster stays up (bash $harness down)"
-        return 0
-    fi
-    local out rc
-    out=$(timeout 120 bash "$harness" down 2>&1)
-    rc=$?
-    show "" "$out"
-    check "cluster down (harness.sh down exited $rc)" [ "$rc" -eq 0 ]
-}
 
 finish() {
     trap - EXIT
     [ ${#jobs[@]} -eq 0 ] || timeout 30 scancel "${jobs[@]}" >/dev/null 2>&1
     timeout 30 scancel -n hpc-scheduler >/dev/null 2>&1
     cluster_down
-    if [ "$failed" -eq 0 ]; then rm -rf "$work"; else echo "# the files are in $work"; fi
-    echo "# $((SECONDS - t_begin)) s in all"
-    echo "$passed passed, $failed failed"
-    # (a bare exit in an EXIT trap would keep the status from before it)
-    [ "$failed" -eq 0 ] && exit 0
-    exit 1
+    report_and_exit
 }
 trap finish EXIT
 trap 'exit 130' INT TERM HUP
@@ -72,20 +49,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
 (cd "$root" && cargo build -q --no-default-features -p hpc-ingest -p hpc-store -p hpc-probe \
     -p hpc-merge -p hpc-flags -p hpc-model) >&2
 if [ -d "$root/crates/hpc-plot" ]; then (cd "$root" && cargo build -q -p hpc-plot) >&2; fi
-up_out=$(timeout 900 bash "$harness" up 2>&1)
-rc=$?
-if [ "$rc" -eq 77 ]; then
-    trap - EXIT
-    rm -rf "$work"
-    printf '%s\n' "$up_out" | tail -n 1
-    exit 77
-fi
-show "" "$up_out"
-if [ "$rc" -ne 0 ]; then
-    not_ok "cluster up (harness.sh up exited $rc)"
-    exit 1
-fi
-ok "cluster up"
+cluster_up
 export PATH="$CARGO_TARGET_DIR/debug:$root/bin-wrappers:$PATH"
 export HPC_SIZER_SPOOL=$work/spool XDG_DATA_HOME=$work/data HPC_SIZER_DB=$work/data/hpc.db
 mkdir -p "$XDG_DATA_HOME"
@@ -93,15 +57,6 @@ has_recommend=0
 hpc-model recommend --help 2>/dev/null | grep -q -e --history && has_recommend=1
 has_plot=0
 command -v hpc-plot >/dev/null && has_plot=1
-
-# json_is <file> <python expression over the records r>
-json_is() {
-    python3 - "$1" "$2" <<'EOF'
-import json, sys
-r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-sys.exit(0 if eval(sys.argv[2], {}, {"r": r}) else 1)
-EOF
-}
 
 # ---------------------------------------------------------------- the jobs
 cd "$work" || exit 1

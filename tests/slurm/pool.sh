@@ -22,14 +22,8 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-harness=$here/harness.sh
-export HPC_SLURM_STATE=${HPC_SLURM_STATE:-/var/lib/hpc-sizer-slurm}
-SLURM_CONF=$(bash "$harness" conf)
-export SLURM_CONF
-t_begin=$SECONDS
-# shellcheck source=tests/checks.sh
-. "$root/tests/checks.sh"
-show() { [ -z "$2" ] || printf '%s\n' "$2" | sed "s/^/# $1/"; }
+# shellcheck source=tests/slurm/common.sh
+. "$here/common.sh"
 
 qa=hpcs-pool-qa
 qb=hpcs-pool-qb
@@ -58,48 +52,17 @@ cleanup() {
     check "the QOS made are removed (${left:-?} left)" [ "${left:-1}" -eq 0 ]
 }
 
-cluster_down() {
-    if [ "${KEEP_SLURM:-0}" = 1 ]; then
-        echo "# KEEP_SLURM=1: the cluster stays up (bash $harness down)"
-        return 0
-    fi
-    local out rc
-    out=$(timeout 120 bash "$harness" down 2>&1)
-    rc=$?
-    show "" "$out"
-    check "cluster down (harness.sh down exited $rc)" [ "$rc" -eq 0 ]
-}
-
 finish() {
     trap - EXIT
     cleanup
     cluster_down
-    if [ "$failed" -eq 0 ]; then rm -rf "$work"; else echo "# the files are in $work"; fi
-    echo "# $((SECONDS - t_begin)) s in all"
-    echo "$passed passed, $failed failed"
-    # (a bare exit in an EXIT trap keeps the status from before the trap,
-    # which would report a failed run as passed)
-    [ "$failed" -eq 0 ] && exit 0
-    exit 1
+    report_and_exit
 }
 trap finish EXIT
 trap 'exit 130' INT TERM HUP
 
 # ---------------------------------------------------------------- the cluster
-up_out=$(timeout 900 bash "$harness" up 2>&1)
-rc=$?
-if [ "$rc" -eq 77 ]; then
-    trap - EXIT
-    rm -rf "$work"
-    printf '%s\n' "$up_out" | tail -n 1
-    exit 77
-fi
-show "" "$up_out"
-if [ "$rc" -ne 0 ]; then
-    not_ok "cluster up (harness.sh up exited $rc)"
-    exit 1
-fi
-ok "cluster up"
+cluster_up
 check "slurm.conf has GresTypes=gpu and AccountingStorageTRES=gres/gpu" \
     grep -qx 'AccountingStorageTRES=gres/gpu' "$SLURM_CONF"
 
@@ -137,15 +100,6 @@ cpu_job=cpus=1,mem=100M
 pool() {
     "$bin" pool --user root --account "$acct_a" --account "$acct_b" --account "$acct_x" \
         --gpu-job "$gpu_job" --cpu-job "$cpu_job" "$@"
-}
-
-# json_is <file> <python expression over the records r>: prints what fails.
-json_is() {
-    python3 - "$1" "$2" <<'EOF'
-import json, sys
-r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-sys.exit(0 if eval(sys.argv[2], {}, {"r": r}) else 1)
-EOF
 }
 
 # hpcs-pool-one: capacity cpu 0.85 x 4 = 3.4, 1000M, 1 GPU: 1 GPU job

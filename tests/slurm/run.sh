@@ -25,19 +25,11 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-harness=$here/harness.sh
 job_timeout=${HPC_SLURM_JOB_TIMEOUT:-120}
-export HPC_SLURM_STATE=${HPC_SLURM_STATE:-/var/lib/hpc-sizer-slurm}
-SLURM_CONF=$(bash "$harness" conf)
-export SLURM_CONF
-t_begin=$SECONDS
+# shellcheck source=tests/slurm/common.sh
+. "$here/common.sh"
 # shellcheck source=tests/slurm/guard.sh
 . "$here/guard.sh"
-
-# shellcheck source=tests/checks.sh
-. "$root/tests/checks.sh"
-# show <prefix> <text>: the text as comment lines.
-show() { [ -z "$2" ] || printf '%s\n' "$2" | sed "s/^/# $1/"; }
 # seconds_since <date +%s.%N>
 seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 

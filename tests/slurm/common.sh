@@ -1,0 +1,75 @@
+# tests/slurm/common.sh: what the real-SLURM scripts share (sourced, not
+# run, after they set `here` and `root`): the harness and its slurm.conf,
+# the ok/not ok counting of tests/checks.sh, `show`, `json_is`, and for the scripts
+# that only need the cluster up and down (pool.sh, flow.sh) `cluster_up`,
+# `cluster_down` and `report_and_exit`. Those use the caller's `work`
+# folder. run.sh, which also guards the machine's own SLURM, keeps its own
+# cluster_down.
+# shellcheck shell=bash
+# shellcheck disable=SC2154 # here, root and work are the caller's
+
+harness=$here/harness.sh
+export HPC_SLURM_STATE=${HPC_SLURM_STATE:-/var/lib/hpc-sizer-slurm}
+SLURM_CONF=$(bash "$harness" conf)
+export SLURM_CONF
+t_begin=$SECONDS
+# shellcheck source=tests/checks.sh
+. "$root/tests/checks.sh"
+
+# show <prefix> <text>: the text as comment lines.
+show() { [ -z "$2" ] || printf '%s\n' "$2" | sed "s/^/# $1/"; }
+
+# json_is <file> <python expression over the records r>: true when the
+# expression holds over the NDJSON records of the file.
+json_is() {
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sys.exit(0 if eval(sys.argv[2], {}, {"r": r}) else 1)
+EOF
+}
+
+# cluster_up: brings the test cluster up. Exits 77 (its files removed) when
+# the harness cannot run here, 1 when `up` fails.
+cluster_up() {
+    local out rc
+    out=$(timeout 900 bash "$harness" up 2>&1)
+    rc=$?
+    if [ "$rc" -eq 77 ]; then
+        trap - EXIT
+        rm -rf "$work"
+        printf '%s\n' "$out" | tail -n 1
+        exit 77
+    fi
+    show "" "$out"
+    if [ "$rc" -ne 0 ]; then
+        not_ok "cluster up (harness.sh up exited $rc)"
+        exit 1
+    fi
+    ok "cluster up"
+}
+
+# cluster_down: brings it down, unless KEEP_SLURM=1.
+cluster_down() {
+    if [ "${KEEP_SLURM:-0}" = 1 ]; then
+        echo "# KEEP_SLURM=1: the cluster stays up (bash $harness down)"
+        return 0
+    fi
+    local out rc
+    out=$(timeout 120 bash "$harness" down 2>&1)
+    rc=$?
+    show "" "$out"
+    check "cluster down (harness.sh down exited $rc)" [ "$rc" -eq 0 ]
+}
+
+# report_and_exit: keeps the files of a failed run, prints the time and the
+# count last, and exits 1 when a check failed. (A bare `exit` in an EXIT
+# trap keeps the status from before the trap, which would report a failed
+# run as passed: hence the explicit codes.)
+report_and_exit() {
+    if [ "$failed" -eq 0 ]; then rm -rf "$work"; else echo "# the files are in $work"; fi
+    echo "# $((SECONDS - t_begin)) s in all"
+    echo "$passed passed, $failed failed"
+    [ "$failed" -eq 0 ] && exit 0
+    exit 1
+}
