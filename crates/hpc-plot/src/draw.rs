@@ -39,11 +39,13 @@ pub fn register_font() {
     });
 }
 
-fn font(size: f64) -> FontDesc<'static> {
+/// The bundled font at `size`.
+pub(crate) fn font(size: f64) -> FontDesc<'static> {
     FontDesc::new(FontFamily::Name(FAMILY), size, FontStyle::Normal)
 }
 
-fn drawing<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> Error {
+/// A plotters drawing error as the tools' error.
+pub(crate) fn drawing<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> Error {
     Error::Other(format!("drawing: {e}"))
 }
 

@@ -10,7 +10,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::{Map, Value};
 
-use crate::draw::{self, register_font, FAMILY};
+use crate::draw::{self, register_font};
 use crate::stream::Stream;
 use crate::Format;
 
@@ -173,13 +173,12 @@ pub fn draw_charts<DB: DrawingBackend>(
     charts: &[Bars],
 ) -> Result<()> {
     register_font();
-    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| Error::Other(format!("drawing: {e}"));
-    root.fill(&WHITE).map_err(err)?;
+    root.fill(&WHITE).map_err(draw::drawing)?;
     for (bars, area) in charts
         .iter()
         .zip(root.split_evenly((charts.len().max(1), 1)))
     {
-        draw_bars(&area, bars).map_err(err)?;
+        draw_bars(&area, bars).map_err(draw::drawing)?;
     }
     Ok(())
 }
@@ -199,7 +198,7 @@ fn draw_bars<DB: DrawingBackend>(
         .collect();
     let top = totals.iter().copied().fold(0.0, f64::max);
     let top = if top > 0.0 { top * 1.1 } else { 1.0 };
-    let font = |s: f64| FontDesc::new(FontFamily::Name(FAMILY), s, FontStyle::Normal);
+    let font = draw::font;
     let mut chart = ChartBuilder::on(area)
         .caption(&bars.title, font(15.0))
         .margin(10)
