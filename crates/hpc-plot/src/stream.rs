@@ -6,7 +6,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use hpc_core::advice::Rec;
-use hpc_core::record::{from_line, Flag, Job, Meta, Summary};
+use hpc_core::fields::index_of;
+use hpc_core::record::{from_line, Flag, Job, Meta, Sample, Summary};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -62,6 +63,25 @@ struct LineView<'a> {
     #[serde(default)]
     numa_miss_rate: Option<f64>,
 }
+
+// The sample fields LineView reads are hpc-core's: a name that is not in
+// its sample table fails the build (a panel would otherwise go quietly
+// "not measured" after a rename).
+const _: () = {
+    let f = Sample::FIELDS;
+    let _ = [
+        index_of(f, "t"),
+        index_of(f, "host"),
+        index_of(f, "rss_mb"),
+        index_of(f, "cpu_cores"),
+        index_of(f, "read_mbps"),
+        index_of(f, "write_mbps"),
+        index_of(f, "threads"),
+        index_of(f, "lustre_read_mbps"),
+        index_of(f, "lustre_write_mbps"),
+        index_of(f, "numa_miss_rate"),
+    ];
+};
 
 /// A job id written as a string (borrowed when it can be) or a number.
 fn job_id_de<'de: 'a, 'a, D: serde::Deserializer<'de>>(
