@@ -9,46 +9,15 @@
 //! of 7 runs of ROUNDS samples. Run it with
 //! `cargo bench -p hpc-probe --bench gpu [-- ROUNDS]`.
 
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+mod common;
 
+use common::{cpu_self, median, start_sleepers, stop_sleepers};
 use hpc_probe::gpu::{FixtureSource, Gpus, Wanted};
 use hpc_probe::node::NodeSources;
 use hpc_probe::sampler::{Config, Sampler, Watch};
 
 const RUNS: usize = 7;
 const SLEEPERS: usize = 16;
-
-fn cpu_self() -> f64 {
-    let r = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
-        .expect("getrusage");
-    let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-    tv(r.user_time()) + tv(r.system_time())
-}
-
-fn children_of(pid: u32) -> Vec<i32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect()
-}
-
-fn start_sleepers() -> Child {
-    let script =
-        format!("i=0; while [ $i -lt {SLEEPERS} ]; do sleep 100000 & i=$((i+1)); done; wait");
-    let c = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .spawn()
-        .expect("sh");
-    let end = Instant::now() + Duration::from_secs(30);
-    while children_of(c.id()).len() < SLEEPERS {
-        assert!(Instant::now() < end, "sleepers did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    c
-}
 
 /// `n` GPUs' readings as NVML gives them: an A100 each, in use, one line
 /// per GPU (the source repeats the last reading).
@@ -127,7 +96,7 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(2000);
-    let sh = start_sleepers();
+    let sh = start_sleepers(SLEEPERS);
     let cases = [0u32, 1, 4, 8];
     let mut samplers: Vec<Sampler> = cases.iter().map(|&g| sampler(sh.id(), g)).collect();
     let mut out = Vec::with_capacity(8192);
@@ -141,10 +110,6 @@ fn main() {
         "hpc-probe sample cost, CPU us per sample (median of {RUNS} runs of {rounds}), {} watched processes, GPUs from the fixture source",
         SLEEPERS + 1
     );
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let base = median(&mut t[0]);
     println!("{:<8} {:>10} {:>12}", "gpus", "us/sample", "gpu part");
     for (k, &g) in cases.iter().enumerate() {
@@ -158,13 +123,5 @@ fn main() {
             .collect();
         println!("{g:<8} {:>10.2}", median(&mut v));
     }
-    let mut sh = sh;
-    for p in children_of(sh.id()) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(p),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    let _ = sh.kill();
-    let _ = sh.wait();
+    stop_sleepers(sh);
 }

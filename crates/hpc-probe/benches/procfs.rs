@@ -20,9 +20,10 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{children_of, cpu_self, median, start_sleepers, stop_sleepers};
 use hpc_probe::parse;
 use hpc_probe::read_file;
 use procfs::process::Process;
@@ -30,48 +31,6 @@ use procfs::FromRead;
 
 const SLEEPERS: usize = 64;
 const RUNS: usize = 7;
-
-fn cpu_self() -> f64 {
-    let r = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
-        .expect("getrusage");
-    let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-    tv(r.user_time()) + tv(r.system_time())
-}
-
-fn children_of(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect()
-}
-
-/// A shell with `n` sleeping children; returns it once they all run.
-fn start_sleepers(n: usize) -> Child {
-    let script = format!("i=0; while [ $i -lt {n} ]; do sleep 100000 & i=$((i+1)); done; wait");
-    let c = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .spawn()
-        .expect("sh");
-    let end = Instant::now() + Duration::from_secs(30);
-    while children_of(c.id()).len() < n {
-        assert!(Instant::now() < end, "sleepers did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    c
-}
-
-fn stop_sleepers(mut c: Child) {
-    for p in children_of(c.id()) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(p as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    let _ = c.kill();
-    let _ = c.wait();
-}
 
 /// The probe's reads: a reused path string and buffer, as in the sampler.
 struct Probe {
@@ -159,11 +118,6 @@ fn per_read(pids: &[u32], rounds: usize, mut f: impl FnMut(u32) -> u64) -> f64 {
     dt * 1e9 / (rounds * pids.len()) as f64
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// The sleepers' values by both parsers agree (they are idle, so their
 /// files do not change between the two reads).
 fn check_agreement(case: &Case, pids: &[u32], probe: &mut Probe, handles: &[Process]) {
@@ -243,7 +197,7 @@ fn main() {
                 }
             }));
         }
-        let [a, b, c, d] = t.map(median);
+        let [a, b, c, d] = t.map(|mut v| median(&mut v));
         println!(
             "{:<7} {a:>9.0} {b:>9.0} {c:>11.0} {d:>13.0}   {:>6.2}x {:>10.2}x {:>12.2}x",
             case.file,

@@ -12,10 +12,14 @@
 //! The binary is found beside this example (`target/<profile>/hpc-probe`)
 //! or through `HPC_PROBE_BIN`.
 
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use common::{children_of, cpu_self, start_sleepers, stop_sleepers};
 use std::fs::File;
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hpc_probe::node::NodeSources;
@@ -25,42 +29,6 @@ use hpc_probe::sampler::{Config, Sampler, Watch};
 /// are cold again at each sample, for the probe and the floor alike (the
 /// wake-up itself is then part of both figures).
 const PAUSE: Duration = Duration::from_millis(20);
-
-fn cpu_self() -> f64 {
-    let r = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).unwrap();
-    let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-    tv(r.user_time()) + tv(r.system_time())
-}
-
-fn children_of(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect()
-}
-
-fn start_sleepers(n: usize) -> Child {
-    let script = format!("i=0; while [ $i -lt {n} ]; do sleep 100000 & i=$((i+1)); done; wait");
-    let c = Command::new("sh").arg("-c").arg(script).spawn().unwrap();
-    let end = Instant::now() + Duration::from_secs(30);
-    while children_of(c.id()).len() < n {
-        assert!(Instant::now() < end, "sleepers did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    c
-}
-
-fn stop_sleepers(mut c: Child) {
-    for p in children_of(c.id()) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(p as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    let _ = c.kill();
-    let _ = c.wait();
-}
 
 fn floor(pids: &[u32], samples: usize, pause: Duration) -> f64 {
     let mut buf = [0u8; 4096];
