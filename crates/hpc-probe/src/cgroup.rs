@@ -122,6 +122,9 @@ pub struct JobCgroup {
     pub dir: PathBuf,
     /// v1 only: the cpuacct folder, when that hierarchy has the job.
     pub cpuacct: Option<PathBuf>,
+    /// v1 only: the devices folder (its `devices.list` names the job's
+    /// GPUs), when that hierarchy has the job.
+    pub devices: Option<PathBuf>,
 }
 
 impl JobCgroup {
@@ -218,6 +221,7 @@ pub fn job_cgroup_from_lines(sys_root: &Path, text: &str, job: &str) -> Option<J
     let lines = parse_proc_cgroup(text);
     let mut mem: Option<PathBuf> = None;
     let mut cpu: Option<PathBuf> = None;
+    let mut devices: Option<PathBuf> = None;
     for l in &lines {
         let Some(cut) = cut_at_job(l.path, job) else {
             continue;
@@ -228,6 +232,7 @@ pub fn job_cgroup_from_lines(sys_root: &Path, text: &str, job: &str) -> Option<J
                     version: Version::V2,
                     dir,
                     cpuacct: None,
+                    devices: None,
                 });
             }
             continue;
@@ -239,12 +244,16 @@ pub fn job_cgroup_from_lines(sys_root: &Path, text: &str, job: &str) -> Option<J
         if ctl.contains(&"cpuacct") {
             cpu = v1_mount(sys_root, l.controllers, "cpuacct").and_then(|m| resolve(&m, cut));
         }
+        if ctl.contains(&"devices") {
+            devices = v1_mount(sys_root, l.controllers, "devices").and_then(|m| resolve(&m, cut));
+        }
     }
     let dir = mem.or_else(|| cpu.clone())?;
     Some(JobCgroup {
         version: Version::V1,
         dir,
         cpuacct: cpu,
+        devices,
     })
 }
 
@@ -275,6 +284,7 @@ pub fn find_slurm_job_cgroup(sys_root: &Path, job: &str) -> Option<JobCgroup> {
                     version: Version::V2,
                     dir: d,
                     cpuacct: None,
+                    devices: None,
                 });
             }
         }
@@ -293,6 +303,7 @@ pub fn find_slurm_job_cgroup(sys_root: &Path, job: &str) -> Option<JobCgroup> {
         version: Version::V1,
         dir,
         cpuacct: cpu,
+        devices: find_v1("devices"),
     })
 }
 
@@ -424,13 +435,20 @@ mod tests {
         // v1, separate hierarchies.
         let mem = mkdirs(sys, "fs/cgroup/memory/slurm/uid_1000/job_42/step_0/task_0");
         let cpu = mkdirs(sys, "fs/cgroup/cpuacct/slurm/uid_1000/job_42/step_0/task_0");
-        let text = "5:memory:/slurm/uid_1000/job_42/step_0/task_0\n3:cpuacct:/slurm/uid_1000/job_42/step_0/task_0\n";
+        let dev = mkdirs(sys, "fs/cgroup/devices/slurm/uid_1000/job_42/step_0/task_0");
+        let text = "5:memory:/slurm/uid_1000/job_42/step_0/task_0\n3:cpuacct:/slurm/uid_1000/job_42/step_0/task_0\n7:devices:/slurm/uid_1000/job_42/step_0/task_0\n";
         let cg = job_cgroup_from_lines(sys, text, "42").unwrap();
         assert_eq!(cg.version, Version::V1);
         assert_eq!(cg.dir, mem.parent().unwrap().parent().unwrap());
         assert_eq!(
             cg.cpuacct.as_deref(),
             Some(cpu.parent().unwrap().parent().unwrap())
+        );
+        // The devices hierarchy is found as cpuacct's is (it was once
+        // guessed by replacing /memory/ in the memory folder's path).
+        assert_eq!(
+            cg.devices.as_deref(),
+            Some(dev.parent().unwrap().parent().unwrap())
         );
         assert_eq!(find_slurm_job_cgroup(sys, "42").unwrap(), cg);
         assert!(find_slurm_job_cgroup(sys, "43").is_none());
@@ -484,6 +502,7 @@ mod tests {
             version: Version::V2,
             dir: job.clone(),
             cpuacct: None,
+            devices: None,
         };
         let mut buf = Vec::new();
         let mut pids = Vec::new();

@@ -497,8 +497,8 @@ fn open_gpus(opts: &Opts, watch: &Watch) -> std::result::Result<gpu::Gpus, Strin
     gpu::Gpus::new(gpu::open_source(get)?, &wanted)
 }
 
-/// The text of a v1 job cgroup's `devices.list` (the devices hierarchy
-/// beside the memory one), when there is one.
+/// The text of a v1 job cgroup's `devices.list`, when the devices
+/// hierarchy has the job.
 fn devices_list(watch: &Watch) -> Option<String> {
     let Watch::Job {
         cgroup: Some(cg), ..
@@ -506,11 +506,7 @@ fn devices_list(watch: &Watch) -> Option<String> {
     else {
         return None;
     };
-    if cg.version != cgroup::Version::V1 {
-        return None;
-    }
-    let dir = cg.dir.to_str()?.replacen("/memory/", "/devices/", 1);
-    std::fs::read_to_string(Path::new(&dir).join("devices.list")).ok()
+    std::fs::read_to_string(cg.devices.as_ref()?.join("devices.list")).ok()
 }
 
 /// Looks through `/proc/*/cgroup` for a process in the job's cgroup.

@@ -433,6 +433,7 @@ fn pid_reuse_is_a_new_process_and_cpu_never_goes_back() {
         version: Version::V2,
         dir: job.clone(),
         cpuacct: None,
+        devices: None,
     };
     let mut s = Sampler::new(
         config(
