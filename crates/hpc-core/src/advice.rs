@@ -177,17 +177,28 @@ pub struct Backtest {
     /// The stated risk, for the policies that take one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub risk: Option<f64>,
+    /// What was sized: `mem` (GB-hours) or `time` (hours).
+    #[serde(default = "mem")]
+    pub resource: String,
     /// Jobs replayed.
     pub jobs: u64,
-    /// Jobs with no earlier job in their group (cold starts).
+    /// Jobs sized without an earlier job to go by (cold starts).
     pub cold: u64,
-    /// The share of jobs whose first attempt ran out of memory.
+    /// The share of jobs whose first attempt ran out (of memory, of time).
     pub under_share: f64,
-    /// Memory-time recommended over memory-time the users requested.
-    pub memtime_ratio: f64,
-    /// Over-sizing waste, GB-hours.
+    /// The same share over the warm jobs only: what a stated risk promises.
+    #[serde(default)]
+    pub warm_under_share: f64,
+    /// The level the calibrated policy had reached at the end of the replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<f64>,
+    /// Memory-time (or time) recommended over what the users requested;
+    /// absent when no job had a request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memtime_ratio: Option<f64>,
+    /// Over-sizing waste, GB-hours (hours for time).
     pub over_gbh: f64,
-    /// Under-sizing waste (failed attempts), GB-hours.
+    /// Under-sizing waste (failed attempts), GB-hours (hours for time).
     pub under_gbh: f64,
     /// `over_gbh + under_gbh`.
     pub wastage_gbh: f64,
@@ -195,6 +206,10 @@ pub struct Backtest {
     pub maq: f64,
     /// Failed attempts per job.
     pub retries_per_job: f64,
+}
+
+fn mem() -> String {
+    "mem".into()
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! `hpc-model backtest`: replays a history in time order, sizing each job
-//! from the earlier jobs of its group only, and measures every policy side
-//! by side: ours at several risks (and the model tier when the trace has an
-//! input size), the user's request, the group's median, its 95th
-//! percentile x 1.2 and the largest peak so far.
+//! from the earlier jobs only, and measures every policy side by side: ours
+//! (the calibrated sizer `recommend` runs, at several risks, rounded as
+//! `recommend` rounds), the user's request, the group's median, its 95th
+//! percentile x 1.2 and the largest peak so far. Memory or time.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -14,11 +14,10 @@ use hpc_core::ndjson::Rejects;
 use hpc_core::record::write_tagged;
 use hpc_core::{Error, Result};
 
-use crate::fit::MIN_FIT;
-use crate::model;
-use crate::recommend::{round_mem, MIN_HISTORY, PRIOR_DF};
-use crate::risk::{self, Prior, Scale};
-use crate::trace::{self, Heuristics, Mapping, Trace, TraceJob};
+use crate::calib::{Calibrated, Rounding, Seen};
+use crate::recommend;
+use crate::risk;
+use crate::trace::{self, Heuristics, Mapping, Resource, Trace, TraceJob};
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "backtest")]
@@ -30,35 +29,41 @@ pub struct BacktestArgs {
     /// a CSV trace to replay instead of job records
     #[argh(option)]
     csv: Option<String>,
+    /// a Nextflow trace (-with-trace) to replay instead of job records
+    #[argh(option)]
+    nextflow: Option<String>,
     /// the MGnify preset: this heuristics TSV is the request (with --csv)
     #[argh(option)]
     mgnify: Option<String>,
+    /// what to size: mem (default) or time
+    #[argh(option, default = "String::from(\"mem\")")]
+    resource: String,
     /// the CSV column(s) that form a group, comma-separated
     #[argh(option)]
     group: Option<String>,
-    /// the CSV column of peak memory used
+    /// the CSV column of what was used (peak memory; runtime for time)
     #[argh(option)]
     used: Option<String>,
-    /// the CSV column of memory requested
+    /// the CSV column of what was requested (memory; time limit for time)
     #[argh(option)]
     request: Option<String>,
-    /// the CSV column of runtime
+    /// the CSV column of runtime, each memory job's weight (default 1 each)
     #[argh(option)]
     runtime: Option<String>,
     /// the CSV column that orders jobs in time
     #[argh(option)]
     order: Option<String>,
-    /// the CSV column of input size (the model tier takes part)
+    /// the CSV column of input size (the model predictor takes part)
     #[argh(option)]
     input: Option<String>,
     /// unit of the used and request columns: b, kb, mb (default) or gb
     #[argh(option, default = "String::from(\"mb\")")]
     mem_unit: String,
-    /// unit of the runtime column: s (default) or ms
+    /// unit of the runtime and time columns: s (default) or ms
     #[argh(option, default = "String::from(\"s\")")]
     runtime_unit: String,
-    /// risks of our policy, percent, comma-separated (default 0.5,1,2,5,10)
-    #[argh(option, default = "String::from(\"0.5,1,2,5,10\")")]
+    /// risks of our policy, percent, comma-separated (default 1,2,3,5,10)
+    #[argh(option, default = "String::from(\"1,2,3,5,10\")")]
     risks: String,
     /// time-to-failure fraction of a failed attempt (default 1.0)
     #[argh(option, default = "1.0")]
@@ -66,9 +71,16 @@ pub struct BacktestArgs {
     /// score only jobs whose group has at least this many earlier jobs
     #[argh(option, default = "0")]
     min_earlier: usize,
-    /// memory of a cold start without a request, MiB (default 4096)
-    #[argh(option, default = "4096.0")]
-    cold_mb: f64,
+    /// a cold start without a request: MiB for mem (default 4096), s for
+    /// time (default 3600)
+    #[argh(option)]
+    cold: Option<f64>,
+    /// the least memory advised, MiB (default 128, as recommend)
+    #[argh(option, default = "recommend::MEM_ROUNDING.floor")]
+    mem_floor: f64,
+    /// memory is advised in whole steps of this many MiB (default 64)
+    #[argh(option, default = "recommend::MEM_ROUNDING.step")]
+    mem_step: f64,
     /// output: text (default) or ndjson
     #[argh(option, default = "String::from(\"text\")")]
     format: String,
@@ -79,24 +91,27 @@ pub struct BacktestArgs {
 pub struct Opts {
     /// Risks of our policy, as fractions.
     pub risks: Vec<f64>,
+    /// What is sized.
+    pub resource: Resource,
     /// Time-to-failure fraction of a failed attempt.
     pub ttf: f64,
     /// Jobs whose group has fewer earlier jobs are replayed but not scored.
     pub min_earlier: usize,
-    /// A cold start's memory when the job has no request, MiB.
-    pub cold_mb: f64,
-    /// The weight (degrees of freedom) of the pooled spread in small groups.
-    pub prior_df: f64,
+    /// A cold start's value when the job has no request (MiB or s).
+    pub cold: f64,
+    /// How our advice is rounded: exactly as `recommend` rounds it.
+    pub rounding: Rounding,
 }
 
 impl Default for Opts {
     fn default() -> Self {
         Opts {
-            risks: vec![0.005, 0.01, 0.02, 0.05, 0.1],
+            risks: vec![0.01, 0.02, 0.03, 0.05, 0.1],
+            resource: Resource::Mem,
             ttf: 1.0,
             min_earlier: 0,
-            cold_mb: 4096.0,
-            prior_df: PRIOR_DF,
+            cold: 4096.0,
+            rounding: recommend::MEM_ROUNDING,
         }
     }
 }
@@ -116,115 +131,22 @@ pub fn parse_risks(text: &str) -> Result<Vec<f64>> {
         .collect()
 }
 
-/// The replay refits the model tier on at most this many latest jobs.
-pub const FIT_WINDOW: usize = 500;
-
-/// The earlier jobs of one group.
-#[derive(Debug, Default)]
-struct Group {
-    /// Peaks, sorted ascending.
-    sorted: Vec<f64>,
-    /// Memory-times (peak x runtime), sorted ascending.
-    costs: Vec<f64>,
-    /// Inputs and peaks of the jobs with an input size, in order.
-    xs: Vec<Vec<f64>>,
-    ys: Vec<f64>,
-    /// Running mean and sum of squares of the logs of the peaks (Welford).
-    log_mean: f64,
-    log_m2: f64,
-}
-
-/// The pooled within-group spread of the logs of all earlier peaks.
-#[derive(Debug, Default)]
-struct Pool {
-    m2: f64,
-    df: f64,
-}
-
-impl Pool {
-    fn prior(&self, weight: f64) -> Option<Prior> {
-        (self.df > 0.0 && weight > 0.0).then(|| Prior {
-            var: self.m2 / self.df,
-            df: weight,
-        })
-    }
-}
-
-impl Group {
-    /// Adds a job; returns the change in its sum of squares of logs.
-    fn add(&mut self, job: &TraceJob) -> f64 {
-        let n = self.sorted.len() as f64 + 1.0;
-        let v = job.used_mb.ln();
-        let delta = v - self.log_mean;
-        self.log_mean += delta / n;
-        let before = self.log_m2;
-        self.log_m2 += delta * (v - self.log_mean);
-        insert_sorted(&mut self.sorted, job.used_mb);
-        insert_sorted(&mut self.costs, job.used_mb * job.runtime_s);
-        if let Some(x) = job.input {
-            self.xs.push(vec![x]);
-            self.ys.push(job.used_mb);
-        }
-        self.log_m2 - before
-    }
-}
-
 /// Inserts `v` into the ascending `sorted`.
 fn insert_sorted(sorted: &mut Vec<f64>, v: f64) {
     let at = sorted.partition_point(|x| *x < v);
     sorted.insert(at, v);
 }
 
-/// How a policy sizes a job from its group's earlier jobs; `None` means a
-/// cold start (the request, else `--cold-mb`).
-type Rule = fn(&Group, &TraceJob, f64, Option<Prior>) -> Option<f64>;
+/// A baseline: the value it gives a job from the group's earlier values
+/// (sorted ascending, at least one).
+type Rule = fn(&[f64]) -> Option<f64>;
 
-/// Ours: the history tier's bound at risk r (see [`risk::bound_sorted`]);
-/// the replay lowers r for a cheap group (see [`risk::cost_scaled_risk`]).
-fn ours(g: &Group, _: &TraceJob, r: f64, prior: Option<Prior>) -> Option<f64> {
-    if g.sorted.len() < MIN_HISTORY {
-        return None;
-    }
-    risk::bound_sorted(&g.sorted, &[], r, Scale::Log, prior).map(|b| round_mem(b.value))
-}
-
-/// The model tier: the regression on input size refitted on the earlier
-/// jobs, plus the residual bound at risk r; ours where it cannot fit.
-fn modelled(g: &Group, job: &TraceJob, r: f64, prior: Option<Prior>) -> Option<f64> {
-    let (Some(x), true) = (job.input, g.ys.len() >= MIN_FIT) else {
-        return ours(g, job, r, prior);
-    };
-    let from = g.ys.len().saturating_sub(FIT_WINDOW);
-    let (xs, ys) = (&g.xs[from..], &g.ys[from..]);
-    let Some(m) = model::fit(xs, ys) else {
-        return ours(g, job, r, prior);
-    };
-    let err = model::residual_bound(&m, xs, ys, r)?;
-    Some(round_mem(m.predict(&[x]) + err))
-}
-
-fn request(_: &Group, _: &TraceJob, _: f64, _: Option<Prior>) -> Option<f64> {
-    None
-}
-
-fn median(g: &Group, _: &TraceJob, _: f64, _: Option<Prior>) -> Option<f64> {
-    (!g.sorted.is_empty()).then(|| risk::sample_quantile(&g.sorted, 0.5))
-}
-
-fn p95x12(g: &Group, _: &TraceJob, _: f64, _: Option<Prior>) -> Option<f64> {
-    (!g.sorted.is_empty()).then(|| 1.2 * risk::sample_quantile(&g.sorted, 0.95))
-}
-
-fn max(g: &Group, _: &TraceJob, _: f64, _: Option<Prior>) -> Option<f64> {
-    g.sorted.last().copied()
-}
-
-/// The baselines: name and rule.
+/// The baselines: name and rule. `request` always runs at the request.
 const BASELINES: &[(&str, Rule)] = &[
-    ("request", request),
-    ("median", median),
-    ("p95x1.2", p95x12),
-    ("max", max),
+    ("request", |_| None),
+    ("median", |s| Some(risk::sample_quantile(s, 0.5))),
+    ("p95x1.2", |s| Some(1.2 * risk::sample_quantile(s, 0.95))),
+    ("max", |s| s.last().copied()),
 ];
 
 /// The running sums of one policy.
@@ -233,148 +155,155 @@ struct Tally {
     jobs: u64,
     cold: u64,
     under: u64,
+    warm_under: u64,
     retries: u64,
-    rec_mbs: f64,
-    req_mbs: f64,
-    over_mbs: f64,
-    under_mbs: f64,
-    used_mbs: f64,
+    rec: f64,
+    req: f64,
+    over: f64,
+    under_cost: f64,
+    used: f64,
 }
 
 impl Tally {
     /// Scores one job given `alloc` on the first attempt: a failed attempt
-    /// costs alloc x runtime x ttf and the next one doubles the memory.
+    /// costs alloc x weight x ttf and the next one doubles.
     fn add(&mut self, alloc: f64, job: &TraceJob, cold: bool, ttf: f64) {
-        let t = job.runtime_s;
+        let w = job.weight;
         self.jobs += 1;
         self.cold += u64::from(cold);
-        if let Some(q) = job.request_mb {
-            self.rec_mbs += alloc * t;
-            self.req_mbs += q * t;
+        if let Some(q) = job.request {
+            self.rec += alloc * w;
+            self.req += q * w;
         }
-        self.under += u64::from(alloc < job.used_mb);
+        let under = alloc < job.used;
+        self.under += u64::from(under);
+        self.warm_under += u64::from(under && !cold);
         let mut a = alloc.max(1.0);
-        while a < job.used_mb {
-            self.under_mbs += a * t * ttf;
+        while a < job.used {
+            self.under_cost += a * w * ttf;
             self.retries += 1;
             a *= 2.0;
         }
-        self.over_mbs += (a - job.used_mb) * t;
-        self.used_mbs += job.used_mb * t;
+        self.over += (a - job.used) * w;
+        self.used += job.used * w;
     }
 
-    fn record(&self, policy: &str, risk: Option<f64>) -> Backtest {
-        let gbh = 1.0 / (1024.0 * 3600.0);
+    fn record(&self, policy: &str, risk: Option<f64>, resource: Resource) -> Backtest {
+        // MiB x s to GB-hours, or s to hours.
+        let per = match resource {
+            Resource::Mem => 1.0 / (1024.0 * 3600.0),
+            Resource::Time => 1.0 / 3600.0,
+        };
         let jobs = self.jobs.max(1) as f64;
-        let used = self.used_mbs;
+        let warm = (self.jobs - self.cold).max(1) as f64;
         let r6 = hpc_core::num::round6;
         Backtest {
             policy: policy.into(),
             risk,
+            resource: resource.name().into(),
             jobs: self.jobs,
             cold: self.cold,
             under_share: r6(self.under as f64 / jobs),
-            memtime_ratio: r6(self.rec_mbs / self.req_mbs),
-            over_gbh: r6(self.over_mbs * gbh),
-            under_gbh: r6(self.under_mbs * gbh),
-            wastage_gbh: r6((self.over_mbs + self.under_mbs) * gbh),
-            maq: r6(used / (used + self.over_mbs + self.under_mbs)),
+            warm_under_share: r6(self.warm_under as f64 / warm),
+            level: None,
+            memtime_ratio: (self.req > 0.0).then(|| r6(self.rec / self.req)),
+            over_gbh: r6(self.over * per),
+            under_gbh: r6(self.under_cost * per),
+            wastage_gbh: r6((self.over + self.under_cost) * per),
+            maq: r6(self.used / (self.used + self.over + self.under_cost)),
             retries_per_job: r6(self.retries as f64 / jobs),
         }
     }
 }
 
-/// One policy of the replay.
-struct Policy {
-    name: &'static str,
-    risk: Option<f64>,
-    rule: Rule,
-    tally: Tally,
-}
-
-fn policies(opts: &Opts, with_model: bool) -> Vec<Policy> {
-    let at = |name, rule: Rule| {
-        opts.risks.iter().map(move |&r| Policy {
-            name,
-            risk: Some(r),
-            rule,
-            tally: Tally::default(),
-        })
-    };
-    let mut all: Vec<Policy> = at("ours", ours).collect();
-    if with_model {
-        all.extend(at("model", modelled));
-    }
-    all.extend(BASELINES.iter().map(|&(name, rule)| Policy {
-        name,
-        risk: None,
-        rule,
-        tally: Tally::default(),
-    }));
-    all
-}
-
-/// Replays `jobs` (in order) and returns one record per policy and risk.
+/// Replays `jobs` (in order) and returns one record per policy and risk:
+/// ours (the calibrated sizer of [`calib`], at each risk, rounded as
+/// `recommend` rounds) and the baselines.
 pub fn replay(jobs: &[TraceJob], opts: &Opts) -> Vec<Backtest> {
-    let with_model = jobs.iter().any(|j| j.input.is_some());
-    let mut all = policies(opts, with_model);
-    let mut groups: HashMap<&str, Group> = HashMap::new();
-    let mut pool = Pool::default();
-    let mut costs: Vec<f64> = Vec::with_capacity(jobs.len());
+    let mut cal = Calibrated::new(&opts.risks, opts.rounding);
+    let mut ours = vec![Tally::default(); opts.risks.len()];
+    let mut base = vec![Tally::default(); BASELINES.len()];
+    let mut groups: HashMap<&str, Vec<f64>> = HashMap::new();
     for job in jobs {
         let g = groups.entry(job.group.as_str()).or_default();
-        let earlier = g.sorted.len();
-        if earlier >= opts.min_earlier {
-            let fallback = job.request_mb.unwrap_or(opts.cold_mb);
-            let prior = pool.prior(opts.prior_df);
-            let own = risk::median_sorted(&g.costs, MIN_HISTORY);
-            let typical = risk::median_sorted(&costs, 1);
-            for p in &mut all {
-                let r = risk::cost_scaled_risk(p.risk.unwrap_or(0.0), own, typical);
-                let alloc = (p.rule)(g, job, r, prior).unwrap_or(fallback);
-                p.tally.add(alloc, job, earlier == 0, opts.ttf);
+        let advice = cal.advise(&job.group, job.input, job.request).map(|a| a.1);
+        if g.len() >= opts.min_earlier {
+            let fallback = job.request.unwrap_or(opts.cold);
+            for (i, t) in ours.iter_mut().enumerate() {
+                let alloc = advice.as_ref().map_or(fallback, |a| a[i]);
+                t.add(alloc, job, advice.is_none(), opts.ttf);
+            }
+            for ((_, rule), t) in BASELINES.iter().zip(&mut base) {
+                let alloc = (!g.is_empty()).then(|| rule(g)).flatten();
+                t.add(alloc.unwrap_or(fallback), job, g.is_empty(), opts.ttf);
             }
         }
-        insert_sorted(&mut costs, job.used_mb * job.runtime_s);
-        let had = g.sorted.len();
-        pool.m2 += g.add(job);
-        pool.df += if had > 0 { 1.0 } else { 0.0 };
+        let seen = Seen {
+            group: &job.group,
+            input: job.input,
+            value: job.used,
+            censored: false,
+            weight: job.weight,
+            request: job.request,
+        };
+        cal.learn(seen, advice.as_deref());
+        insert_sorted(g, job.used);
     }
-    all.iter().map(|p| p.tally.record(p.name, p.risk)).collect()
+    let mut out: Vec<Backtest> = ours
+        .iter()
+        .zip(&cal.levels)
+        .map(|(t, l)| {
+            let mut b = t.record("ours", Some(l.risk), opts.resource);
+            b.level = Some(hpc_core::num::round6(l.level));
+            b
+        })
+        .collect();
+    out.extend(
+        BASELINES
+            .iter()
+            .zip(&base)
+            .map(|((name, _), t)| t.record(name, None, opts.resource)),
+    );
+    out
 }
 
 /// Writes the records as a table and the calibration of our policy.
 pub fn write_text(out: &mut impl Write, recs: &[Backtest]) -> Result<()> {
+    let unit = if recs.first().is_some_and(|b| b.resource == "time") {
+        "h"
+    } else {
+        "gbh"
+    };
     writeln!(
         out,
-        "{:<8} {:>5} {:>6} {:>5} {:>7} {:>7} {:>10} {:>10} {:>10} {:>6} {:>7}",
+        "{:<8} {:>5} {:>6} {:>5} {:>7} {:>6} {:>7} {:>11} {:>11} {:>11} {:>6} {:>7}",
         "policy",
         "risk%",
         "jobs",
         "cold",
         "under%",
+        "warm%",
         "memtime",
-        "over_gbh",
-        "under_gbh",
-        "waste_gbh",
+        format!("over_{unit}"),
+        format!("under_{unit}"),
+        format!("waste_{unit}"),
         "maq",
         "retries"
     )?;
     for b in recs {
         let risk = b.risk.map_or("-".into(), |r| format!("{}", r * 100.0));
-        let ratio = if b.memtime_ratio.is_finite() {
-            format!("{:.3}", b.memtime_ratio)
-        } else {
-            "-".into()
-        };
+        let ratio = b
+            .memtime_ratio
+            .map_or_else(|| "-".into(), |m| format!("{m:.3}"));
         writeln!(
             out,
-            "{:<8} {:>5} {:>6} {:>5} {:>7.2} {:>7} {:>10.1} {:>10.1} {:>10.1} {:>6.3} {:>7.3}",
+            "{:<8} {:>5} {:>6} {:>5} {:>7.2} {:>6.2} {:>7} {:>11.1} {:>11.1} {:>11.1} {:>6.3} {:>7.3}",
             b.policy,
             risk,
             b.jobs,
             b.cold,
             b.under_share * 100.0,
+            b.warm_under_share * 100.0,
             ratio,
             b.over_gbh,
             b.under_gbh,
@@ -385,22 +314,23 @@ pub fn write_text(out: &mut impl Write, recs: &[Backtest]) -> Result<()> {
     }
     writeln!(
         out,
-        "\ncalibration: stated risk vs observed first-attempt under-share"
+        "\ncalibration: stated risk vs observed under-share of warm jobs (level reached)"
     )?;
     for b in recs.iter().filter(|b| b.risk.is_some()) {
         writeln!(
             out,
-            "{:<8} {:>5.1}% -> {:>5.2}%",
+            "{:<8} {:>5.1}% -> {:>5.2}%  (level {:.2}%)",
             b.policy,
             b.risk.unwrap_or(0.0) * 100.0,
-            b.under_share * 100.0
+            b.warm_under_share * 100.0,
+            b.level.unwrap_or(0.0) * 100.0
         )?;
     }
     Ok(())
 }
 
 impl BacktestArgs {
-    fn mapping(&self) -> Result<Mapping> {
+    fn mapping(&self, resource: Resource) -> Result<Mapping> {
         let usage = |what: &str| Error::Usage(format!("--csv needs --{what}"));
         let mut map = match &self.mgnify {
             Some(tsv) => {
@@ -421,7 +351,7 @@ impl BacktestArgs {
                     .map(str::to_owned)
                     .collect(),
                 used: self.used.clone().ok_or_else(|| usage("used"))?,
-                runtime: self.runtime.clone().ok_or_else(|| usage("runtime"))?,
+                runtime: self.runtime.clone(),
                 order: self.order.clone().ok_or_else(|| usage("order"))?,
                 request: self.request.clone(),
                 mem_scale: trace::mem_scale(&self.mem_unit).ok_or_else(|| {
@@ -433,23 +363,36 @@ impl BacktestArgs {
                 ..Default::default()
             },
         };
+        if self.mgnify.is_some() && resource == Resource::Time {
+            return Err(Error::Usage(
+                "--mgnify has no time limits: --resource mem only".into(),
+            ));
+        }
+        map.resource = resource;
         map.input = self.input.clone().or(map.input);
         Ok(map)
     }
 }
 
 /// Reads the trace the arguments name.
-fn read_trace(args: &BacktestArgs, rejects: &mut Rejects) -> Result<Trace> {
-    match &args.csv {
-        Some(path) => {
-            let map = args.mapping()?;
+fn read_trace(args: &BacktestArgs, resource: Resource, rejects: &mut Rejects) -> Result<Trace> {
+    match (&args.csv, &args.nextflow) {
+        (Some(_), Some(_)) => Err(Error::Usage("--csv or --nextflow, not both".into())),
+        (Some(path), None) => {
+            let map = args.mapping(resource)?;
             trace::read_csv(Input::named(path)?.into_reader(), &map, path, rejects)
         }
-        None if args.mgnify.is_some() => Err(Error::Usage("--mgnify needs --csv FILE".into())),
-        None => {
+        (None, Some(path)) => {
+            let text = crate::nextflow::read(Input::named(path)?.into_reader(), path, rejects)?;
+            Ok(text.trace(resource))
+        }
+        (None, None) if args.mgnify.is_some() => {
+            Err(Error::Usage("--mgnify needs --csv FILE".into()))
+        }
+        (None, None) => {
             let path = args.history.as_deref().unwrap_or("-");
             let h = crate::history::read_history(Input::named(path)?, rejects)?;
-            Ok(trace::from_history(&h.jobs))
+            Ok(trace::from_history(&h.jobs, resource))
         }
     }
 }
@@ -465,20 +408,37 @@ pub fn main_with(args: BacktestArgs) -> Result<()> {
     if !(args.ttf >= 0.0 && args.ttf <= 1.0) {
         return Err(Error::Usage("--ttf: a fraction in [0, 1]".into()));
     }
+    let resource = Resource::parse(&args.resource)
+        .ok_or_else(|| Error::Usage(format!("--resource {}: mem or time", args.resource)))?;
+    let rounding = match resource {
+        Resource::Mem => recommend::mem_rounding(args.mem_floor, args.mem_step)?,
+        Resource::Time => recommend::TIME_ROUNDING,
+    };
     let opts = Opts {
         risks: parse_risks(&args.risks)?,
+        resource,
         ttf: args.ttf,
         min_earlier: args.min_earlier,
-        cold_mb: args.cold_mb,
-        prior_df: PRIOR_DF,
+        cold: args.cold.unwrap_or(match resource {
+            Resource::Mem => 4096.0,
+            Resource::Time => 3600.0,
+        }),
+        rounding,
     };
     let mut rejects = Rejects::new("hpc-model");
-    let trace = read_trace(&args, &mut rejects)?;
+    let trace = read_trace(&args, resource, &mut rejects)?;
     if trace.skipped > 0 {
         hpc_core::note!(
-            "hpc-model: {} of {} rows have no positive peak or runtime (or did not complete): not replayed",
+            "hpc-model: {} of {} rows have no positive value or did not complete: not replayed",
             trace.skipped,
             trace.rows
+        );
+    }
+    if trace.retried > 0 {
+        hpc_core::note!(
+            "hpc-model: {} of the {} jobs replayed were retried in the trace (attempt > 1); each is replayed once, as its last attempt",
+            trace.retried,
+            trace.jobs.len()
         );
     }
     let recs = replay(&trace.jobs, &opts);

@@ -69,6 +69,19 @@ pub fn gpus_used(j: &Job, s: Option<&Summary>) -> Option<u32> {
 }
 
 impl Past {
+    /// The group the job is sized with: its user and its tool (the job
+    /// name when no analysis names the tool), `user|tool`.
+    pub fn group(&self) -> String {
+        format!(
+            "{}|{}",
+            self.user.as_deref().unwrap_or(""),
+            self.tool
+                .as_deref()
+                .or(self.job_name.as_deref())
+                .unwrap_or("")
+        )
+    }
+
     /// The memory the job needed: its peak when it completed (or ran out of
     /// time), censored at its limit when it was killed for memory; `None`
     /// for other ends (failed, cancelled), whose peak says little.

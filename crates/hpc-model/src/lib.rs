@@ -10,10 +10,12 @@ use hpc_core::Result;
 
 pub mod analyze;
 pub mod backtest;
+pub mod calib;
 pub mod fit;
 pub mod history;
 pub mod lang;
 pub mod model;
+pub mod nextflow;
 pub mod pool;
 pub mod recommend;
 pub mod risk;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use smartcore::linalg::basic::matrix::DenseMatrix;
 use smartcore::linear::linear_regression::{LinearRegression, LinearRegressionParameters};
 
-use crate::risk::{self, Point, Scale};
+use crate::risk;
 
 /// The residual quantiles a model keeps: p = 0, 0.005, ..., 1.
 pub const GRID: usize = 201;
@@ -27,12 +27,27 @@ pub struct Linear {
     pub resid_sd: f64,
     /// Residual quantiles at p = i / (GRID - 1).
     pub resid_q: Vec<f64>,
+    /// The largest value of each feature fitted on: a prediction clamps its
+    /// features to [0, 2 x this] (empty in models written before it).
+    #[serde(default)]
+    pub x_max: Vec<f64>,
 }
 
 impl Linear {
     /// The prediction for `x`.
     pub fn predict(&self, x: &[f64]) -> f64 {
-        self.intercept + self.coef.iter().zip(x).map(|(c, v)| c * v).sum::<f64>()
+        let clamp = |i: usize, v: f64| match self.x_max.get(i) {
+            Some(m) => v.clamp(0.0, 2.0 * m.max(0.0)),
+            None => v,
+        };
+        self.intercept
+            + self
+                .coef
+                .iter()
+                .zip(x)
+                .enumerate()
+                .map(|(i, (c, v))| c * clamp(i, *v))
+                .sum::<f64>()
     }
 
     /// The residual a new job stays under with probability 1 - r: the
@@ -88,7 +103,13 @@ pub fn fit(xs: &[Vec<f64>], ys: &[f64]) -> Option<Linear> {
         resid_mean: 0.0,
         resid_sd: 0.0,
         resid_q: Vec::new(),
+        x_max: (0..width)
+            .map(|c| xs.iter().map(|r| r[c]).fold(f64::NEG_INFINITY, f64::max))
+            .collect(),
     };
+    if !(model.intercept.is_finite() && model.coef.iter().all(|c| c.is_finite())) {
+        return None;
+    }
     let mut resid: Vec<f64> = xs
         .iter()
         .zip(ys)
@@ -104,18 +125,6 @@ pub fn fit(xs: &[Vec<f64>], ys: &[f64]) -> Option<Linear> {
         .map(|i| risk::sample_quantile(&resid, i as f64 / (GRID - 1) as f64))
         .collect();
     Some(model)
-}
-
-/// The residual bound of `model` at risk `r` computed from the residuals
-/// themselves (the predictive order statistic or the normal-t bound), for
-/// the online replay where every residual is at hand.
-pub fn residual_bound(model: &Linear, xs: &[Vec<f64>], ys: &[f64], r: f64) -> Option<f64> {
-    let pts: Vec<Point> = xs
-        .iter()
-        .zip(ys)
-        .map(|(x, y)| Point::seen(y - model.predict(x)))
-        .collect();
-    risk::upper_bound(&pts, r, Scale::Linear, None).map(|b| b.value)
 }
 
 #[cfg(test)]

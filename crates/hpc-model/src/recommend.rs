@@ -14,35 +14,44 @@ use hpc_core::record::write_tagged;
 use hpc_core::slurm::{format_duration, format_mem};
 use hpc_core::{Error, Result};
 
+use crate::calib::{Calibrated, Level, Pred, Predictor, Rounding, Seen};
 use crate::fit::{Models, PEAK};
 use crate::history::{read_analysis, read_history, Past};
-use crate::risk::{self, Point, Scale};
+use crate::risk::{self, Point};
 use crate::tools::ToolTable;
+use crate::trace::Resource;
 
-/// The fewest earlier jobs the history tier rests on.
+/// The fewest earlier jobs CPUs and GPUs are sized from.
 pub const MIN_HISTORY: usize = 5;
-/// The history tier looks at this many latest matching jobs at most.
+/// CPUs and GPUs look at this many latest matching jobs at most.
 pub const MAX_RECENT: usize = 200;
-/// Memory is requested in whole steps of this many MiB.
-pub const MEM_STEP_MB: f64 = 256.0;
-/// Memory is never recommended below this, MiB.
-pub const MEM_FLOOR_MB: f64 = 1024.0;
+/// Memory by default: never below 128 MiB, in whole steps of 64 MiB. On the
+/// shared traces a 1024 MiB floor and 256 MiB steps cost the most on
+/// workflow tasks that peak below 256 MiB; these cost under 1 % of MAQ on
+/// the GB-sized traces (bench/model.sh prints the comparison).
+pub const MEM_ROUNDING: Rounding = Rounding {
+    floor: 128.0,
+    step: 64.0,
+};
+/// Time: never below 5 minutes, in whole minutes.
+pub const TIME_ROUNDING: Rounding = Rounding {
+    floor: 300.0,
+    step: 60.0,
+};
 /// A cold start's memory before its inputs when the tool table does not
 /// know the tool, MiB.
 pub const DEFAULT_BASE_MB: f64 = 2048.0;
-/// The time bound is multiplied by this margin.
-pub const TIME_MARGIN: f64 = 1.1;
-/// Time is never recommended below this, seconds.
-pub const TIME_FLOOR_S: f64 = 600.0;
-/// The weight, in degrees of freedom, of the spread pooled over all groups
-/// (tools) in the tail fit of a small group.
-pub const PRIOR_DF: f64 = 10.0;
 /// CPUs follow this quantile of the cores earlier jobs used.
 pub const CPU_QUANTILE: f64 = 0.9;
 
-/// `mb` raised to the floor and rounded up to a whole step.
-pub fn round_mem(mb: f64) -> f64 {
-    (mb.max(MEM_FLOOR_MB) / MEM_STEP_MB).ceil() * MEM_STEP_MB
+/// The memory rounding of `--mem-floor` and `--mem-step` (MiB), checked.
+pub fn mem_rounding(floor: f64, step: f64) -> Result<Rounding> {
+    if !(floor > 0.0 && floor.is_finite() && step > 0.0 && step.is_finite()) {
+        return Err(Error::Usage(
+            "--mem-floor and --mem-step: positive numbers of MiB".into(),
+        ));
+    }
+    Ok(Rounding { floor, step })
 }
 
 #[derive(FromArgs, Debug)]
@@ -58,9 +67,16 @@ pub struct RecommendArgs {
     /// the models file hpc-model fit writes (default beside the database)
     #[argh(option)]
     models: Option<String>,
-    /// the accepted chance of running out of memory, percent (default 1)
+    /// the accepted chance of running out of memory (and of time), percent
+    /// (default 1)
     #[argh(option, default = "1.0")]
     risk: f64,
+    /// the least memory advised, MiB (default 128)
+    #[argh(option, default = "MEM_ROUNDING.floor")]
+    mem_floor: f64,
+    /// memory is advised in whole steps of this many MiB (default 64)
+    #[argh(option, default = "MEM_ROUNDING.step")]
+    mem_step: f64,
     /// output: text (default), ndjson or sbatch
     #[argh(option, default = "String::from(\"text\")")]
     format: String,
@@ -78,38 +94,32 @@ pub struct Inputs<'a> {
     pub table: &'a ToolTable,
     /// The accepted risk, a fraction.
     pub risk: f64,
-}
-
-/// The spread of peaks pooled over the tools of the history (see
-/// [`risk::Prior`]).
-fn memory_prior(history: &[Past]) -> Option<risk::Prior> {
-    let mut by: std::collections::HashMap<Option<&str>, Vec<f64>> = Default::default();
-    for p in history {
-        if let Some(pt) = p.mem_point().filter(|pt| !pt.censored) {
-            by.entry(p.tool.as_deref()).or_default().push(pt.value);
-        }
-    }
-    risk::pooled_prior(by.values().map(Vec::as_slice), PRIOR_DF)
+    /// How memory is rounded.
+    pub rounding: Rounding,
 }
 
 /// The latest earlier jobs that match the script: the same user (when both
 /// are known) and the same tool (by their analysis; a job without one
 /// matches by its job name).
 fn matching<'a>(an: &Analysis, history: &'a [Past]) -> Vec<&'a Past> {
-    let same_user = |p: &Past| match (&an.user, &p.user) {
+    let all: Vec<&Past> = history.iter().filter(|p| is_match(an, p)).collect();
+    all[all.len().saturating_sub(MAX_RECENT)..].to_vec()
+}
+
+/// Whether an earlier job is one of the script's own: the same user (when
+/// both are known) and the same tool (by its analysis; a job without one
+/// matches by its job name).
+fn is_match(an: &Analysis, p: &Past) -> bool {
+    let same_user = match (&an.user, &p.user) {
         (Some(a), Some(b)) => a == b,
         _ => true,
     };
-    let same_tool = |p: &Past| match (&p.tool, &p.job_name, &an.request.job_name) {
+    let same_tool = match (&p.tool, &p.job_name, &an.request.job_name) {
         (Some(t), _, _) => *t == an.tool,
         (None, Some(n), Some(m)) => n == m,
         _ => false,
     };
-    let all: Vec<&Past> = history
-        .iter()
-        .filter(|p| same_user(p) && same_tool(p))
-        .collect();
-    all[all.len().saturating_sub(MAX_RECENT)..].to_vec()
+    same_user && same_tool
 }
 
 fn basis(tier: Tier, method: &str, n: Option<usize>, note: String) -> Basis {
@@ -127,80 +137,129 @@ fn gib(mb: f64) -> String {
     format!("{:.1}G", mb / 1024.0)
 }
 
-/// The median memory-time of the jobs (see [`Past::mem_cost`]), `None`
-/// with fewer than `min` that have one.
-fn median_cost<'a>(jobs: impl Iterator<Item = &'a Past>, min: usize) -> Option<f64> {
-    let mut costs: Vec<f64> = jobs.filter_map(Past::mem_cost).collect();
-    costs.sort_by(f64::total_cmp);
-    risk::median_sorted(&costs, min)
-}
+/// The group key the script's own earlier jobs are replayed under.
+const THIS: &str = "\0this";
 
-/// The risk memory is sized at: the stated one, lowered where the matching
-/// jobs cost less memory-time than the history's typical job (see
-/// [`risk::cost_scaled_risk`]); and why, when it was lowered.
-fn memory_risk(i: &Inputs, past: &[&Past]) -> (f64, String) {
-    let own = median_cost(past.iter().copied(), MIN_HISTORY);
-    let r = risk::cost_scaled_risk(i.risk, own, median_cost(i.history.iter(), 1));
-    let why = if r < i.risk {
-        format!(
-            " (these jobs use less memory-time than your typical job: the stated {} % lowered)",
-            i.risk * 100.0
-        )
-    } else {
-        String::new()
-    };
-    (r, why)
-}
-
-/// Memory: the history bound, else the model, else the heuristic.
-fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
-    let an = i.analysis;
-    let (r, lowered) = memory_risk(i, past);
-    // Two significant digits are what a person reads ("0.89 %", "1 %").
-    let pct = format!("{:.2}", r * 100.0)
+/// `r` as a person reads it: two decimals, trailing zeros dropped.
+fn percent(r: f64) -> String {
+    format!("{:.2}", r * 100.0)
         .trim_end_matches('0')
         .trim_end_matches('.')
-        .to_string();
-    let points: Vec<Point> = past.iter().filter_map(|p| p.mem_point()).collect();
-    if points.len() >= MIN_HISTORY {
-        let prior = memory_prior(i.history);
-        if let Some(b) = risk::upper_bound(&points, r, Scale::Log, prior) {
-            let top = points.iter().map(|p| p.value).fold(0.0, f64::max);
-            let oom = points.iter().filter(|p| p.censored).count();
-            let note = format!(
-                "{} earlier {} jobs of yours peaked at most {} ({oom} ran out of memory); {pct} % risk{lowered}",
-                points.len(),
-                an.tool,
-                gib(top)
-            );
-            let mut why = basis(Tier::History, b.method.name(), Some(points.len()), note);
-            why.quantile = Some(1.0 - r);
-            return (round_mem(b.value), why);
-        }
+        .to_string()
+}
+
+/// Replays the history through the calibrated sizer of [`crate::calib`]
+/// (the script's own earlier jobs under one group, every other user and
+/// tool under its own) and returns its advice for the script: the
+/// prediction, the rounded value and the level it was sized at.
+fn calibrated(i: &Inputs, resource: Resource) -> Option<(Pred, f64, Level)> {
+    let an = i.analysis;
+    // What a job needed, its weight, its request.
+    type Of = fn(&Past) -> (Option<Point>, f64, Option<f64>);
+    let (of, rounding, asked): (Of, Rounding, Option<f64>) = match resource {
+        Resource::Mem => (
+            |p| (p.mem_point(), p.elapsed_s.unwrap_or(1.0), p.req_mem_mb),
+            i.rounding,
+            an.request.mem_mb,
+        ),
+        Resource::Time => (
+            |p| (p.time_point(), 1.0, p.timelimit_s),
+            TIME_ROUNDING,
+            an.request.time_s,
+        ),
+    };
+    let keys: Vec<String> = i
+        .history
+        .iter()
+        .map(|p| {
+            if is_match(an, p) {
+                THIS.to_owned()
+            } else {
+                p.group()
+            }
+        })
+        .collect();
+    let mut cal = Calibrated::new(&[i.risk], rounding);
+    cal.replay(i.history.iter().zip(&keys).filter_map(|(p, key)| {
+        let (pt, weight, request) = of(p);
+        let pt = pt?;
+        Some(Seen {
+            group: key,
+            input: p.input_mb,
+            value: pt.value,
+            censored: pt.censored,
+            weight,
+            request,
+        })
+    }));
+    let (pred, values) = cal.advise(THIS, an.input_mb, asked)?;
+    Some((pred, values[0], cal.levels[0]))
+}
+
+/// The note's account of the level a job was sized at: the stated risk,
+/// and when the level differs from it, which level and why.
+fn level_note(l: &Level, p: &Pred) -> (f64, String) {
+    let at = l.at(p.share);
+    let stated = percent(l.risk);
+    if (at - l.risk).abs() < 0.05 * l.risk {
+        return (at, format!("{stated} % risk"));
     }
-    let cpus = f64::from(an.request.cpus.unwrap_or(1));
-    let fitted = i
-        .models
-        .and_then(|m| m.find(&an.tool, an.user.as_deref(), PEAK));
-    if let (Some(m), Some(x)) = (fitted, an.input_mb) {
-        let err = m.error_at(r);
+    let mut why = Vec::new();
+    if (p.share - 1.0).abs() > 0.05 {
+        why.push(format!(
+            "it is expected to cost {} memory-time (or time) than the typical job of this history, so it takes {} share of the risk",
+            if p.share > 1.0 { "more" } else { "less" },
+            if p.share > 1.0 { "a larger" } else { "a smaller" }
+        ));
+    }
+    if (l.level - l.risk).abs() > 0.05 * l.risk {
+        why.push(format!(
+            "of {} earlier jobs this history sized, {} ran out: {} than stated (online calibration)",
+            l.sized,
+            l.missed,
+            if l.level > l.risk { "fewer" } else { "more" }
+        ));
+    }
+    (
+        at,
+        format!(
+            "{stated} % risk overall, this job sized at the {} % level: {}",
+            percent(at),
+            why.join("; ")
+        ),
+    )
+}
+
+/// Memory: the calibrated sizer over the history, else the fitted model,
+/// else the heuristic.
+fn memory(i: &Inputs) -> (f64, Basis) {
+    let an = i.analysis;
+    if let Some((p, value, level)) = calibrated(i, Resource::Mem) {
+        let (at, said) = level_note(&level, &p);
+        let by = match p.predictor {
+            Predictor::History => String::new(),
+            Predictor::Model => format!(
+                ", sized by their input size ({:.0} MiB here)",
+                an.input_mb.unwrap_or(0.0)
+            ),
+        };
         let note = format!(
-            "the {} model ({} jobs) predicts {} for {x:.0} MiB of input, plus {} error at {pct} % risk",
+            "{} earlier {} jobs of yours peaked at most {} ({} ran out of memory){by}; {}",
+            p.n,
             an.tool,
-            m.n,
-            gib(m.predict(&[x, cpus])),
-            gib(err)
+            gib(p.max_seen),
+            p.censored,
+            said
         );
-        let mut why = basis(
-            Tier::Model,
-            "regression + residual quantile",
-            Some(m.n),
-            note,
-        );
-        why.quantile = Some(1.0 - r);
-        why.error = Some(hpc_core::num::round6(err));
-        return (round_mem(m.predict(&[x, cpus]) + err), why);
+        let tier = match p.predictor {
+            Predictor::History => Tier::History,
+            Predictor::Model => Tier::Model,
+        };
+        let mut why = basis(tier, "conformal, adaptive level", Some(p.n), note);
+        why.quantile = Some(hpc_core::num::round6(1.0 - at));
+        return (value, why);
     }
+    let pct = percent(i.risk);
     let base = i
         .table
         .tool(&an.tool)
@@ -213,6 +272,33 @@ fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
         .sum::<f64>()
         + 0.0;
     let guess = base + inputs;
+    let cpus = f64::from(an.request.cpus.unwrap_or(1));
+    let fitted = i
+        .models
+        .and_then(|m| m.find(&an.tool, an.user.as_deref(), PEAK));
+    if let (Some(m), Some(x)) = (fitted, an.input_mb) {
+        let err = m.error_at(i.risk);
+        // A cold start never lowers a request below the heuristic.
+        let lower = an.request.mem_mb.map_or(0.0, |q| q.min(guess));
+        let note = format!(
+            "the {} model ({} jobs) predicts {} for {x:.0} MiB of input, plus {} error at {pct} % risk; never below {} (the request or the heuristic, the smaller)",
+            an.tool,
+            m.n,
+            gib(m.predict(&[x, cpus])),
+            gib(err),
+            gib(lower)
+        );
+        let mut why = basis(
+            Tier::Model,
+            "regression + residual quantile",
+            Some(m.n),
+            note,
+        );
+        why.quantile = Some(1.0 - i.risk);
+        why.error = Some(hpc_core::num::round6(err));
+        let value = (m.predict(&[x, cpus]) + err).max(lower);
+        return (i.rounding.apply(value), why);
+    }
     let value = an.request.mem_mb.map_or(guess, |q| q.max(guess));
     let note = format!(
         "no earlier {} jobs: {} base + {} for inputs; a cold start never lowers a request",
@@ -221,7 +307,7 @@ fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
         gib(inputs)
     );
     (
-        round_mem(value),
+        i.rounding.apply(value),
         basis(Tier::Heuristic, "tool table", None, note),
     )
 }
@@ -260,24 +346,23 @@ fn cpus(i: &Inputs, past: &[&Past]) -> Option<(u32, Basis)> {
     Some((asked.map_or(value, |a| value.min(a)), why))
 }
 
-/// Time: the bound of earlier elapsed times (TIMEOUTs censored at their
-/// limit) at the same risk, times the margin, in whole minutes; else the
-/// request or the tool table's.
-fn time(i: &Inputs, past: &[&Past]) -> Option<(f64, Basis)> {
-    let points: Vec<Point> = past.iter().filter_map(|p| p.time_point()).collect();
-    if points.len() >= MIN_HISTORY {
-        if let Some(b) = risk::upper_bound(&points, i.risk, Scale::Log, None) {
-            let v = ((b.value * TIME_MARGIN).max(TIME_FLOOR_S) / 60.0).ceil() * 60.0;
-            let timeouts = points.iter().filter(|p| p.censored).count();
-            let note = format!(
-                "{} earlier jobs ({timeouts} timed out); bound x {TIME_MARGIN}",
-                points.len()
-            );
-            return Some((
-                v,
-                basis(Tier::History, b.method.name(), Some(points.len()), note),
-            ));
-        }
+/// Time: the calibrated sizer over earlier elapsed times (TIMEOUTs
+/// censored at their limit) at the stated risk of TIMEOUT, in whole
+/// minutes; else the request or the tool table's (never a limit the
+/// script did not have).
+fn time(i: &Inputs) -> Option<(f64, Basis)> {
+    if let Some((p, value, level)) = calibrated(i, Resource::Time) {
+        let (at, said) = level_note(&level, &p);
+        let note = format!(
+            "{} earlier jobs ran at most {} ({} timed out); {} of TIMEOUT; a tighter limit starts sooner through backfill",
+            p.n,
+            format_duration(p.max_seen),
+            p.censored,
+            said
+        );
+        let mut why = basis(Tier::History, "conformal, adaptive level", Some(p.n), note);
+        why.quantile = Some(hpc_core::num::round6(1.0 - at));
+        return Some((value, why));
     }
     let table = i.table.tool(&i.analysis.tool).and_then(|t| t.time_s);
     let v = i.analysis.request.time_s.or(table)?;
@@ -308,14 +393,14 @@ pub fn recommend(i: &Inputs) -> Rec {
         request: Some(an.request.clone()),
         basis: Default::default(),
     };
-    let (mem, why) = memory(i, &past);
+    let (mem, why) = memory(i);
     rec.mem_mb = Some(mem);
     rec.basis.insert("mem_mb".into(), why);
     if let Some((c, why)) = cpus(i, &past) {
         rec.cpus = Some(c);
         rec.basis.insert("cpus".into(), why);
     }
-    if let Some((t, why)) = time(i, &past) {
+    if let Some((t, why)) = time(i) {
         rec.time_s = Some(t);
         rec.basis.insert("time_s".into(), why);
     }
@@ -468,6 +553,7 @@ pub fn main_with(args: RecommendArgs) -> Result<()> {
         models: models.as_ref(),
         table: &table,
         risk: args.risk / 100.0,
+        rounding: mem_rounding(args.mem_floor, args.mem_step)?,
     });
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.format.as_str() {

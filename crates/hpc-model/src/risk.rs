@@ -62,38 +62,9 @@ pub struct Bound {
     pub method: Method,
 }
 
-/// What other groups say about the spread: the pooled within-group
-/// variance (on the fitted scale) and the degrees of freedom it is given.
-/// The tail fit then uses the moderated variance
-/// ((n - 1) s^2 + df var) / (n - 1 + df) with n - 1 + df degrees of freedom.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Prior {
-    /// The pooled variance.
-    pub var: f64,
-    /// The weight it gets, in degrees of freedom.
-    pub df: f64,
-}
-
 /// The fewest past values a tail is fitted on (a standard deviation of
 /// fewer than 3 values is not worth a bound).
 pub const MIN_TAIL: usize = 3;
-
-/// A group whose jobs cost less than the typical job is sized at a lower
-/// risk, but never below this share of the stated one.
-pub const COST_RISK_FLOOR: f64 = 0.1;
-
-/// The risk a job of a group is sized at, given the stated risk `r`, the
-/// median memory-time (peak x runtime) of the group's earlier jobs and that
-/// of all earlier jobs: r x clamp(group / all, [`COST_RISK_FLOOR`], 1).
-/// A group at least as costly as the typical job keeps r; a cheaper one,
-/// where a larger bound costs little memory-time, runs out less often. No
-/// job is sized above r. `None` or non-positive costs keep r.
-pub fn cost_scaled_risk(r: f64, group: Option<f64>, all: Option<f64>) -> f64 {
-    match (group, all) {
-        (Some(g), Some(a)) if g > 0.0 && a > 0.0 => r * (g / a).clamp(COST_RISK_FLOOR, 1.0),
-        _ => r,
-    }
-}
 
 /// The rank k (1-based) of the order statistic that a new exchangeable value
 /// exceeds with probability (n + 1 - k)/(n + 1) <= r; `None` when even the
@@ -108,7 +79,7 @@ pub fn rank(n: usize, r: f64) -> Option<usize> {
 /// for the order statistic; in the tail fit they are replaced by their
 /// expected value above the limit under the fitted normal (a few rounds of
 /// the inverse Mills ratio).
-pub fn upper_bound(points: &[Point], r: f64, scale: Scale, prior: Option<Prior>) -> Option<Bound> {
+pub fn upper_bound(points: &[Point], r: f64, scale: Scale) -> Option<Bound> {
     let mut seen: Vec<f64> = points
         .iter()
         .filter(|p| !p.censored)
@@ -120,18 +91,6 @@ pub fn upper_bound(points: &[Point], r: f64, scale: Scale, prior: Option<Prior>)
         .filter(|p| p.censored)
         .map(|p| p.value)
         .collect();
-    bound_sorted(&seen, &limits, r, scale, prior)
-}
-
-/// [`upper_bound`] over observed values already sorted ascending and the
-/// limits of the censored ones (the replay keeps its values sorted).
-pub fn bound_sorted(
-    seen: &[f64],
-    limits: &[f64],
-    r: f64,
-    scale: Scale,
-    prior: Option<Prior>,
-) -> Option<Bound> {
     let n = seen.len() + limits.len();
     if n < MIN_TAIL {
         return None;
@@ -151,13 +110,7 @@ pub fn bound_sorted(
         }))
         .collect();
     let (mean, sd) = censored_moments(&points, scale);
-    let own = (n - 1) as f64;
-    let (var, df) = match prior {
-        Some(p) if p.df > 0.0 && p.var.is_finite() => {
-            ((own * sd * sd + p.df * p.var) / (own + p.df), own + p.df)
-        }
-        _ => (sd * sd, own),
-    };
+    let (var, df) = (sd * sd, (n - 1) as f64);
     let t = t_quantile(df, 1.0 - r);
     let z = mean + t * var.sqrt() * (1.0 + 1.0 / n as f64).sqrt();
     Some(match scale {
@@ -200,20 +153,6 @@ fn censored_moments(points: &[Point], scale: Scale) -> (f64, f64) {
     moments
 }
 
-/// The pooled within-group variance of the logs of positive values, over
-/// groups of at least 2, as a [`Prior`] of weight `df`; `None` when no group
-/// has 2 values.
-pub fn pooled_prior<'a>(groups: impl Iterator<Item = &'a [f64]>, df: f64) -> Option<Prior> {
-    let (mut ss, mut dof) = (0.0, 0.0);
-    for g in groups.filter(|g| g.len() >= 2) {
-        let logs: Vec<f64> = g.iter().map(|v| v.max(1e-9).ln()).collect();
-        let (_, sd) = mean_sd(&logs);
-        ss += sd * sd * (logs.len() - 1) as f64;
-        dof += (logs.len() - 1) as f64;
-    }
-    (dof > 0.0).then(|| Prior { var: ss / dof, df })
-}
-
 /// Mean and sample (n - 1) standard deviation.
 pub fn mean_sd(v: &[f64]) -> (f64, f64) {
     let n = v.len() as f64;
@@ -226,12 +165,6 @@ pub fn mean_sd(v: &[f64]) -> (f64, f64) {
     }
     let ss: f64 = v.iter().map(|x| (x - mean).powi(2)).sum();
     (mean, (ss / (n - 1.0)).sqrt())
-}
-
-/// The median of values sorted ascending, `None` with fewer than `min`
-/// (or none).
-pub fn median_sorted(sorted: &[f64], min: usize) -> Option<f64> {
-    (sorted.len() >= min.max(1)).then(|| sample_quantile(sorted, 0.5))
 }
 
 /// The plain sample quantile of sorted values (linear interpolation between
@@ -411,38 +344,28 @@ mod tests {
     }
 
     #[test]
-    fn a_cheap_group_is_sized_at_a_lower_risk_never_a_costly_one_higher() {
-        assert_eq!(cost_scaled_risk(0.05, Some(500.0), Some(1000.0)), 0.025);
-        assert_eq!(cost_scaled_risk(0.05, Some(4000.0), Some(1000.0)), 0.05);
-        let floor = cost_scaled_risk(0.05, Some(1.0), Some(1000.0));
-        assert!((floor - 0.005).abs() < 1e-12, "{floor}");
-        assert_eq!(cost_scaled_risk(0.05, None, Some(1000.0)), 0.05);
-        assert_eq!(cost_scaled_risk(0.05, Some(10.0), Some(0.0)), 0.05);
-    }
-
-    #[test]
     fn small_n_uses_the_lognormal_t_bound_above_the_largest_value() {
         let pts: Vec<Point> = [10.0, 12.0, 11.0, 13.0, 9.0]
             .into_iter()
             .map(Point::seen)
             .collect();
-        let b = upper_bound(&pts, 0.01, Scale::Log, None).unwrap();
+        let b = upper_bound(&pts, 0.01, Scale::Log).unwrap();
         assert_eq!(b.method, Method::LognormalT);
         assert!(b.value > 13.0 && b.value < 30.0, "{b:?}");
-        assert!(upper_bound(&pts[..2], 0.01, Scale::Log, None).is_none());
+        assert!(upper_bound(&pts[..2], 0.01, Scale::Log).is_none());
     }
 
     #[test]
     fn a_censored_job_raises_the_bound() {
         let base: Vec<Point> = (0..100).map(|i| Point::seen(100.0 + i as f64)).collect();
-        let b = upper_bound(&base, 0.05, Scale::Log, None).unwrap();
+        let b = upper_bound(&base, 0.05, Scale::Log).unwrap();
         assert_eq!(b.method, Method::OrderStatistic);
         let mut more = base.clone();
         more.iter_mut().take(6).for_each(|p| {
             p.value = 150.0;
             p.censored = true;
         });
-        let c = upper_bound(&more, 0.05, Scale::Log, None).unwrap();
+        let c = upper_bound(&more, 0.05, Scale::Log).unwrap();
         assert!(c.value > b.value, "{c:?} vs {b:?}");
     }
 
@@ -466,7 +389,7 @@ mod tests {
             let pts: Vec<Point> = (0..6)
                 .map(|_| Point::seen((3.0 + normal()).exp()))
                 .collect();
-            let b = upper_bound(&pts, 0.05, Scale::Log, None).unwrap();
+            let b = upper_bound(&pts, 0.05, Scale::Log).unwrap();
             if (3.0 + normal()).exp() > b.value {
                 over += 1;
             }

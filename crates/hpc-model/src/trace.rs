@@ -9,17 +9,47 @@ use hpc_core::{Error, Result};
 
 use crate::history::Past;
 
-/// One job of a trace, in MiB and seconds.
+/// What a replay sizes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Resource {
+    /// Memory, MiB; jobs weighted by their runtime.
+    #[default]
+    Mem,
+    /// Time, seconds; every job weighs 1.
+    Time,
+}
+
+impl Resource {
+    /// The name on the command line and in the records.
+    pub fn name(self) -> &'static str {
+        match self {
+            Resource::Mem => "mem",
+            Resource::Time => "time",
+        }
+    }
+
+    /// Parses `mem` or `time`.
+    pub fn parse(s: &str) -> Option<Resource> {
+        match s {
+            "mem" => Some(Resource::Mem),
+            "time" => Some(Resource::Time),
+            _ => None,
+        }
+    }
+}
+
+/// One job of a trace: memory in MiB or time in seconds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceJob {
     /// The group it is sized with (a tool, a user, a biome).
     pub group: String,
-    /// Peak memory used, MiB.
-    pub used_mb: f64,
-    /// Memory requested on the first attempt, MiB.
-    pub request_mb: Option<f64>,
-    /// Runtime, seconds.
-    pub runtime_s: f64,
+    /// What it used: peak memory (MiB) or runtime (s).
+    pub used: f64,
+    /// What its first attempt requested, same unit.
+    pub request: Option<f64>,
+    /// Its weight in the wastage: runtime in seconds for memory (1 when
+    /// the trace has none), 1 for time.
+    pub weight: f64,
     /// Input size (any unit), for the model tier.
     pub input: Option<f64>,
     /// The sort key: the number its digits form, then the text.
@@ -31,12 +61,14 @@ pub struct TraceJob {
 pub struct Mapping {
     /// Columns whose values, joined by `|`, form the group.
     pub group: Vec<String>,
-    /// Peak memory column.
+    /// What is sized.
+    pub resource: Resource,
+    /// The column of what was used (peak memory, or runtime for time).
     pub used: String,
-    /// Requested memory column (absent: no request known).
+    /// The column of what was requested (absent: no request known).
     pub request: Option<String>,
-    /// Runtime column.
-    pub runtime: String,
+    /// Runtime column, the weight of a memory job (absent: 1 each).
+    pub runtime: Option<String>,
     /// Order column (time or a growing id).
     pub order: String,
     /// Input size column.
@@ -152,9 +184,10 @@ impl Mapping {
     pub fn mgnify(heuristics: Heuristics) -> Mapping {
         Mapping {
             group: vec!["lineage".into()],
+            resource: Resource::Mem,
             used: "peak_mem_in_gbs".into(),
             request: None,
-            runtime: "wall_clock_seconds".into(),
+            runtime: Some("wall_clock_seconds".into()),
             order: "primary_accession".into(),
             input: None,
             mem_scale: 1024.0,
@@ -173,6 +206,9 @@ pub struct Trace {
     pub rows: u64,
     /// Rows without a positive peak or runtime (not jobs that can be sized).
     pub skipped: u64,
+    /// Jobs whose first attempt failed and were retried (Nextflow's
+    /// `attempt` > 1).
+    pub retried: u64,
 }
 
 /// Reads a CSV trace with `map`; bad cells are rejected with their line.
@@ -193,7 +229,8 @@ pub fn read_csv(
         })
     };
     let groups: Vec<usize> = map.group.iter().map(|g| col(g)).collect::<Result<_>>()?;
-    let (used, runtime, order) = (col(&map.used)?, col(&map.runtime)?, col(&map.order)?);
+    let (used, order) = (col(&map.used)?, col(&map.order)?);
+    let runtime = map.runtime.as_deref().map(col).transpose()?;
     let request = map.request.as_deref().map(col).transpose()?;
     let input = map.input.as_deref().map(col).transpose()?;
     let assembler = map
@@ -222,7 +259,10 @@ pub fn read_csv(
             .join("|");
         let parsed = (|| {
             let u = num(used, "used")?;
-            let t = num(runtime, "runtime")?;
+            let t = match runtime {
+                Some(i) => num(i, "runtime")?,
+                None => Some(1.0),
+            };
             let q = match (&map.heuristics, assembler) {
                 (Some(h), Some(a)) => h.request_gb(cell(a), &group),
                 _ => request.map(|i| num(i, "request")).transpose()?.flatten(),
@@ -232,14 +272,22 @@ pub fn read_csv(
         })();
         match parsed {
             Err(why) => rejects.reject(Some(source), line, &why)?,
-            Ok((Some(u), Some(t), q, x)) if u > 0.0 && t > 0.0 => trace.jobs.push(TraceJob {
-                group,
-                used_mb: u * map.mem_scale,
-                request_mb: q.filter(|v| *v > 0.0).map(|v| v * map.mem_scale),
-                runtime_s: t * map.time_scale,
-                input: x,
-                order: order_key(cell(order)),
-            }),
+            Ok((Some(u), Some(t), q, x))
+                if u > 0.0 && t > 0.0 && u.is_finite() && t.is_finite() =>
+            {
+                let (scale, weight) = match map.resource {
+                    Resource::Mem => (map.mem_scale, t * map.time_scale),
+                    Resource::Time => (map.time_scale, 1.0),
+                };
+                trace.jobs.push(TraceJob {
+                    group,
+                    used: u * scale,
+                    request: q.filter(|v| *v > 0.0 && v.is_finite()).map(|v| v * scale),
+                    weight,
+                    input: x,
+                    order: order_key(cell(order)),
+                })
+            }
             Ok(_) => trace.skipped += 1,
         }
     }
@@ -247,7 +295,8 @@ pub fn read_csv(
     Ok(trace)
 }
 
-fn sort(jobs: &mut [TraceJob]) {
+/// Sorts jobs by their order key.
+pub fn sort(jobs: &mut [TraceJob]) {
     jobs.sort_by(|a, b| {
         a.order
             .0
@@ -259,24 +308,26 @@ fn sort(jobs: &mut [TraceJob]) {
 /// A history of job records as a trace: completed jobs with a peak and an
 /// elapsed time, grouped by user and tool (the job name when no analysis
 /// names the tool), in end-time order.
-pub fn from_history(jobs: &[Past]) -> Trace {
+pub fn from_history(jobs: &[Past], resource: Resource) -> Trace {
     let mut trace = Trace::default();
     for p in jobs {
         trace.rows += 1;
-        match (p.state.as_str(), p.peak_mb, p.elapsed_s) {
-            ("COMPLETED", Some(u), Some(t)) if u > 0.0 && t > 0.0 => trace.jobs.push(TraceJob {
-                group: format!(
-                    "{}|{}",
-                    p.user.as_deref().unwrap_or(""),
-                    p.tool.as_deref().or(p.job_name.as_deref()).unwrap_or("")
-                ),
-                used_mb: u,
-                request_mb: p.req_mem_mb.filter(|v| *v > 0.0),
-                runtime_s: t,
+        let (used, request, weight) = match (resource, p.peak_mb, p.elapsed_s) {
+            (Resource::Mem, Some(u), Some(t)) => (u, p.req_mem_mb, t),
+            (Resource::Time, _, Some(t)) => (t, p.timelimit_s, 1.0),
+            _ => (0.0, None, 0.0),
+        };
+        if p.state == "COMPLETED" && used > 0.0 && weight > 0.0 {
+            trace.jobs.push(TraceJob {
+                group: p.group(),
+                used,
+                request: request.filter(|v| *v > 0.0),
+                weight,
                 input: p.input_mb,
                 order: (0.0, p.end.clone().unwrap_or_default()),
-            }),
-            _ => trace.skipped += 1,
+            });
+        } else {
+            trace.skipped += 1;
         }
     }
     trace
@@ -317,7 +368,7 @@ mod tests {
             group: vec!["g".into()],
             used: "used".into(),
             request: Some("req".into()),
-            runtime: "t".into(),
+            runtime: Some("t".into()),
             order: "id".into(),
             mem_scale: mem_scale("gb").unwrap(),
             time_scale: 1.0,
@@ -327,7 +378,7 @@ mod tests {
         let t = read_csv(csv.as_bytes(), &map, "f.csv", &mut rej).unwrap();
         assert_eq!(rej.rejected, 1);
         assert_eq!((t.rows, t.skipped, t.jobs.len()), (4, 1, 2));
-        assert_eq!(t.jobs[0].used_mb, 1536.0, "J9 before J10");
-        assert_eq!(t.jobs[1].request_mb, Some(4096.0));
+        assert_eq!(t.jobs[0].used, 1536.0, "J9 before J10");
+        assert_eq!(t.jobs[1].request, Some(4096.0));
     }
 }

@@ -118,34 +118,32 @@ fn spread(tool: &str, from: usize, n: usize, peak: f64, elapsed: f64) -> String 
 }
 
 #[test]
-fn cheap_jobs_are_sized_at_a_lower_risk_costly_ones_at_the_stated_one() {
+fn a_cheap_job_takes_a_smaller_share_of_the_risk_and_the_note_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let star = spread("star", 0, 40, 10000.0, 1000.0);
     // Beside costlier jobs of another tool (the typical job of the
-    // history), STAR's cheap jobs get a tenth of the risk: a larger bound.
+    // history), STAR's cheap jobs are sized at a lower level: a larger
+    // bound. The stated risk is kept and the note says which level and why.
     let cheap = recommend(
         dir.path(),
         &(star.clone() + &spread("gatk", 100, 60, 1e5, 1e4)),
         &[],
     );
     let b = &cheap.basis["mem_mb"];
-    assert_eq!(b.quantile, Some(0.999), "{b:?}");
-    assert!(b.note.contains("0.1 % risk"), "{}", b.note);
-    assert!(b.note.contains("the stated 1 % lowered"), "{}", b.note);
-    assert_eq!(
-        cheap.risk, 0.01,
-        "the stated risk is kept as an upper bound"
-    );
-    // Beside cheaper jobs (the same spread, so the same pooled prior) the
-    // stated risk stands.
+    assert_eq!(b.method, "conformal, adaptive level");
+    assert!(b.quantile.unwrap() > 0.99, "{b:?}");
+    assert!(b.note.contains("1 % risk overall"), "{}", b.note);
+    assert!(b.note.contains("a smaller share of the risk"), "{}", b.note);
+    assert_eq!(cheap.risk, 0.01, "the stated risk is kept");
+    // Beside cheaper jobs the same STAR jobs take a larger share.
     let costly = recommend(
         dir.path(),
         &(star + &spread("gatk", 100, 60, 100.0, 10.0)),
         &[],
     );
     let c = &costly.basis["mem_mb"];
-    assert_eq!(c.quantile, Some(0.99), "{c:?}");
-    assert!(c.note.ends_with("; 1 % risk"), "{}", c.note);
+    assert!(c.quantile.unwrap() < 0.99, "{c:?}");
+    assert!(c.note.contains("a larger share of the risk"), "{}", c.note);
     assert!(cheap.mem_mb > costly.mem_mb, "{cheap:?} vs {costly:?}");
 }
 
@@ -155,17 +153,14 @@ fn the_history_tier_needs_enough_jobs_then_bounds_the_peaks() {
     let rec = recommend(dir.path(), &history(40, 14000.0), &[]);
     let b = &rec.basis["mem_mb"];
     assert_eq!(b.tier, Tier::History);
-    assert_eq!(b.method, "lognormal-t", "40 jobs cannot reach 1 % by rank");
+    assert_eq!(b.method, "conformal, adaptive level");
     assert_eq!(b.n, Some(40));
     let mem = rec.mem_mb.unwrap();
     assert!(mem > 14040.0 && mem < 20000.0, "{mem}");
-    assert_eq!(mem % 256.0, 0.0, "whole 256 MiB");
+    assert_eq!(mem % 64.0, 0.0, "whole 64 MiB");
     assert!(b.note.contains("40 earlier star jobs"), "{}", b.note);
-    // With 199 jobs the order statistic reaches 1 %.
-    let rec = recommend(dir.path(), &history(199, 14000.0), &[]);
-    assert_eq!(rec.basis["mem_mb"].method, "order statistic");
-    // Four jobs are not enough: the heuristic keeps the request.
-    let rec = recommend(dir.path(), &history(4, 14000.0), &[]);
+    // Too few jobs to know a spread: the heuristic keeps the request.
+    let rec = recommend(dir.path(), &history(6, 14000.0), &[]);
     assert_eq!(rec.basis["mem_mb"].tier, Tier::Heuristic);
     assert_eq!(
         rec.mem_mb,
@@ -177,7 +172,7 @@ fn the_history_tier_needs_enough_jobs_then_bounds_the_peaks() {
 #[test]
 fn oom_killed_jobs_count_as_needing_more_than_their_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let mut h = history(6, 1500.0);
+    let mut h = history(20, 1500.0);
     let plain = recommend(dir.path(), &h, &[]).mem_mb.unwrap();
     for i in 100..104 {
         h.push_str(&job(
@@ -192,8 +187,8 @@ fn oom_killed_jobs_count_as_needing_more_than_their_limit() {
     }
     let with_oom = recommend(dir.path(), &h, &[]).mem_mb.unwrap();
     assert!(
-        with_oom > 2048.0,
-        "censored at the 2048 MiB limit: {with_oom}"
+        with_oom >= 1.25 * 2048.0,
+        "censored at the 2048 MiB limit: well above it, {with_oom}"
     );
     assert!(with_oom > plain, "{with_oom} vs {plain}");
 }
@@ -201,7 +196,7 @@ fn oom_killed_jobs_count_as_needing_more_than_their_limit() {
 #[test]
 fn timeouts_are_censored_for_time_and_cpus_stay_under_the_request() {
     let dir = tempfile::tempdir().unwrap();
-    let mut h = history(10, 3000.0);
+    let mut h = history(20, 3000.0);
     let rec = recommend(dir.path(), &h, &[]);
     assert_eq!(
         rec.cpus,
@@ -209,7 +204,10 @@ fn timeouts_are_censored_for_time_and_cpus_stay_under_the_request() {
         "16 cores used, 4 requested: never above the request"
     );
     let t_plain = rec.time_s.unwrap();
-    assert!(t_plain >= 1100.0 && t_plain % 60.0 == 0.0, "{t_plain}");
+    assert!(t_plain >= 1000.0 && t_plain % 60.0 == 0.0, "{t_plain}");
+    let note = &rec.basis["time_s"].note;
+    assert!(note.contains("of TIMEOUT"), "{note}");
+    assert!(note.contains("backfill"), "{note}");
     for i in 200..204 {
         h.push_str(&job(i, "TIMEOUT", 3000.0, 65536.0, 7200.0, 100.0, 100.0));
     }
@@ -221,6 +219,16 @@ fn timeouts_are_censored_for_time_and_cpus_stay_under_the_request() {
 fn small_peaks_are_raised_to_the_floor() {
     let dir = tempfile::tempdir().unwrap();
     let rec = recommend(dir.path(), &history(30, 100.0), &[]);
+    assert_eq!(
+        rec.mem_mb,
+        Some(192.0),
+        "peaks of 100-140 MiB, 64 MiB steps"
+    );
+    let rec = recommend(
+        dir.path(),
+        &history(30, 100.0),
+        &["--mem-floor", "1024", "--mem-step", "256"],
+    );
     assert_eq!(rec.mem_mb, Some(1024.0));
 }
 
@@ -267,7 +275,17 @@ fn the_model_tier_follows_the_fitted_model_and_fit_refuses_too_few_jobs() {
     assert_eq!(code, 0, "{err}");
     let rec = rec_of(&out);
     assert_eq!(rec.basis["mem_mb"].tier, Tier::Model);
+    // The model predicts 11000 MiB, but a cold start never lowers the
+    // 64 GiB request below the heuristic (STAR's base + its input).
     let mem = rec.mem_mb.unwrap();
+    assert_eq!(mem, 37824.0, "{rec:?}");
+    assert!(rec.basis["mem_mb"].note.contains("never below"));
+    // Without a request the model stands.
+    let bare = analysis(5000.0).replace(r#""mem_mb":65536,"#, "");
+    let a = write(dir.path(), "bare.ndjson", &bare);
+    let (code, out, err) = cli(&["recommend", &a, "--models", m, "--format", "ndjson"], "");
+    assert_eq!(code, 0, "{err}");
+    let mem = rec_of(&out).mem_mb.unwrap();
     assert!((11000.0..11520.0).contains(&mem), "{mem}");
 }
 

@@ -1,0 +1,625 @@
+//! Calibrated sizing: the one online procedure that `recommend` and
+//! `backtest` both run, so that the backtest measures exactly what
+//! `recommend` prints.
+//!
+//! Jobs are walked in time order. For a job of group g (a tool, a user and
+//! tool, a Nextflow process) the sizer has two point predictors of the log of
+//! what the job will use:
+//! - history: the mean of the logs of the group's last [`WINDOW`] values;
+//! - model: least squares of log(value) on log(input) over the group's jobs
+//!   with an input size, once there are [`MIN_FIT`] of them (the input is
+//!   clamped to the range fitted on, widened by a factor 2 each way, so the
+//!   model never extrapolates far).
+//!
+//! Each predictor keeps the out-of-sample residuals it made in the group
+//! (every residual is computed before the job is learnt). Its scale is their
+//! root mean square moderated by the same predictor's residuals over all
+//! groups: s = sqrt((ss_g + W s_all^2) / (k_g + W)), W = [`POOL_WEIGHT`],
+//! at least [`MIN_SCALE`], once there are [`MIN_RESID`] residuals. The
+//! group uses the predictor with the smaller scale (the one that has
+//! predicted it best so far). A job's score is z = (log(used) - centre) / s.
+//!
+//! The bound at level a is exp(centre + s q(a)), at most [`HISTORY_CAP`]
+//! times the group's largest value for the history predictor, where q(a) is
+//! the split conformal quantile of all earlier scores: the k-th smallest of
+//! m, k = ceil((1 - a)(m + 1)); with fewer than [`MIN_SCORES`] scores or too
+//! few for that rank, the Student-t quantile t(max(m, 5) - 1, 1 - a). It is
+//! then rounded as the caller rounds (floor, step), and never above the
+//! job's own request in a group none of whose jobs needed more than it
+//! asked for.
+//!
+//! The level of one job is a_t x c, kept in [r / 100, 0.5]: a_t is the
+//! level of the stated risk r, c the job's share of the risk budget,
+//! c = clamp((C_job / C_typ)^[`COST_POWER`], 1 / [`COST_SPAN`], [`COST_SPAN`])
+//! where C_job = exp(centre) x the group's geometric mean weight (runtime for
+//! memory) and C_typ the geometric mean cost of all earlier jobs. A costly
+//! job takes a larger share of the risk and a cheap one a smaller share, which
+//! wastes less memory-time for the same number of jobs that run out.
+//!
+//! a_t is adapted online (adaptive conformal inference, Gibbs and Candes
+//! 2021): after each warm job, with err_t = 1 when its allocation (after
+//! rounding) was below what it used, a_{t+1} = a_t + gamma (r - err_t),
+//! gamma = [`GAMMA`] x r, a_t kept in [r / 20, 0.5]. Over the jobs sized, the
+//! share that ran out tracks the stated risk r whatever the shape of the
+//! scores or the shares: a level that misses too often is lowered, one that
+//! misses too rarely is raised.
+//!
+//! A group with a job that ran past its limit L (killed for memory, TIMEOUT)
+//! learns it as 2L (what the retry that doubles would be given), and is never
+//! advised below [`CENSORED_FLOOR`] L nor below its largest observed value.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::risk;
+
+/// The history predictor averages the logs of this many latest values.
+pub const WINDOW: usize = 200;
+/// The weight, in residuals, of the spread over all groups in a group's
+/// scale.
+pub const POOL_WEIGHT: f64 = 20.0;
+/// A predictor sizes jobs once it has made this many residuals over all
+/// groups (a spread from fewer is no guide).
+pub const MIN_RESID: usize = 10;
+/// The least scale (log-sd) a predictor is given: a few per cent is the
+/// noise of any memory or time reading.
+pub const MIN_SCALE: f64 = 0.05;
+/// The model predictor needs this many jobs with an input size.
+pub const MIN_FIT: usize = 10;
+/// The step of the adaptive level, as a share of the stated risk.
+pub const GAMMA: f64 = 0.5;
+/// With fewer scores than this, the threshold is Student's t with this
+/// many less one degrees of freedom.
+pub const MIN_SCORES: usize = 5;
+/// The history predictor never advises above this factor of the group's
+/// largest value (a job that needs more is rarer than any stated risk; the
+/// retry that doubles covers it).
+pub const HISTORY_CAP: f64 = 2.0;
+/// How strongly the level follows a job's expected cost (see [`Pred::share`]).
+pub const COST_POWER: f64 = 0.5;
+/// The largest factor the cost moves a job's level by, either way.
+pub const COST_SPAN: f64 = 10.0;
+/// A censored group is never advised below this factor of its limit.
+pub const CENSORED_FLOOR: f64 = 1.25;
+
+/// Which predictor sized a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Predictor {
+    /// The group's recent values.
+    History,
+    /// The group's regression on input size.
+    Model,
+}
+
+impl Predictor {
+    /// The name notes and records carry.
+    pub fn name(self) -> &'static str {
+        match self {
+            Predictor::History => "history",
+            Predictor::Model => "model",
+        }
+    }
+}
+
+/// Residual sums of squares and their count.
+#[derive(Debug, Default, Clone, Copy)]
+struct Resid {
+    ss: f64,
+    k: f64,
+}
+
+impl Resid {
+    fn add(&mut self, r: f64) {
+        self.ss += r * r;
+        self.k += 1.0;
+    }
+
+    /// The moderated root mean square (see the module doc); `None` until
+    /// the predictor has made [`MIN_RESID`] residuals over all groups.
+    fn scale(&self, pool: &Resid) -> Option<f64> {
+        if pool.k < MIN_RESID as f64 {
+            return None;
+        }
+        let s = (self.ss + POOL_WEIGHT * pool.ss / pool.k) / (self.k + POOL_WEIGHT);
+        Some(s.sqrt().max(MIN_SCALE))
+    }
+}
+
+/// Running sums of a simple regression of y on x.
+#[derive(Debug, Clone, Copy)]
+struct Ols {
+    n: f64,
+    sx: f64,
+    sy: f64,
+    sxx: f64,
+    sxy: f64,
+    xmin: f64,
+    xmax: f64,
+}
+
+impl Default for Ols {
+    fn default() -> Self {
+        Ols {
+            n: 0.0,
+            sx: 0.0,
+            sy: 0.0,
+            sxx: 0.0,
+            sxy: 0.0,
+            xmin: f64::INFINITY,
+            xmax: f64::NEG_INFINITY,
+        }
+    }
+}
+
+impl Ols {
+    fn add(&mut self, x: f64, y: f64) {
+        self.n += 1.0;
+        self.sx += x;
+        self.sy += y;
+        self.sxx += x * x;
+        self.sxy += x * y;
+        self.xmin = self.xmin.min(x);
+        self.xmax = self.xmax.max(x);
+    }
+
+    /// The prediction at `x` clamped to the fitted range widened by ln 2;
+    /// `None` with too few points or no spread in x.
+    fn predict(&self, x: f64) -> Option<f64> {
+        if self.n < MIN_FIT as f64 {
+            return None;
+        }
+        let vx = self.sxx - self.sx * self.sx / self.n;
+        if vx <= 1e-9 * self.n {
+            return None;
+        }
+        let slope = (self.sxy - self.sx * self.sy / self.n) / vx;
+        let x = x.clamp(
+            self.xmin - std::f64::consts::LN_2,
+            self.xmax + std::f64::consts::LN_2,
+        );
+        let y = self.sy / self.n + slope * (x - self.sx / self.n);
+        y.is_finite().then_some(y)
+    }
+}
+
+/// What the sizer knows of one group.
+#[derive(Debug, Default)]
+struct Group {
+    recent: VecDeque<f64>,
+    sum: f64,
+    n: usize,
+    hist: Resid,
+    model: Resid,
+    ols: Ols,
+    max_seen: f64,
+    max_limit: f64,
+    /// Sum of the logs of the jobs' weights (runtimes).
+    log_weight: f64,
+    /// Whether a job of the group ever needed more than its request.
+    over_request: bool,
+}
+
+impl Group {
+    fn centre(&self) -> Option<f64> {
+        (!self.recent.is_empty()).then(|| self.sum / self.recent.len() as f64)
+    }
+}
+
+/// A prediction for one job, before a level is chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pred {
+    /// The centre, on the log scale.
+    pub centre: f64,
+    /// The scale of the scores, on the log scale.
+    pub scale: f64,
+    /// The predictor the group uses.
+    pub predictor: Predictor,
+    /// Earlier jobs of the group.
+    pub n: usize,
+    /// The least value the group may be advised (censored groups), else 0.
+    pub floor: f64,
+    /// The largest value the group's earlier jobs used.
+    pub max_seen: f64,
+    /// Earlier jobs of the group that ran past their limit.
+    pub censored: usize,
+    /// The share of the risk budget the job gets: its expected cost
+    /// (exp(centre) x the group's typical weight) over the typical job's,
+    /// to the power [`COST_POWER`], within [1 / [`COST_SPAN`], [`COST_SPAN`]].
+    pub share: f64,
+}
+
+impl Pred {
+    /// The bound with score threshold `q`.
+    pub fn at(&self, q: f64) -> f64 {
+        let v = (self.centre + self.scale * q).exp();
+        let v = match self.predictor {
+            Predictor::History => v.min(HISTORY_CAP * self.max_seen),
+            Predictor::Model => v,
+        };
+        v.max(self.floor)
+    }
+}
+
+/// The online state: groups, pooled residuals and the scores so far.
+#[derive(Debug, Default)]
+pub struct Sizer {
+    groups: HashMap<String, Group>,
+    censored: HashMap<String, usize>,
+    hist: Resid,
+    model: Resid,
+    /// Scores of earlier jobs, sorted ascending.
+    scores: Vec<f64>,
+    /// Sum and count of the logs of the costs (value x weight) of all jobs.
+    log_cost: f64,
+    jobs: f64,
+}
+
+impl Sizer {
+    /// The prediction for a job of `group` with `input`; `None` when the
+    /// group has no earlier job or no spread is known yet (a cold start).
+    pub fn predict(&self, group: &str, input: Option<f64>) -> Option<Pred> {
+        let g = self.groups.get(group)?;
+        let centre = g.centre()?;
+        let scale = g.hist.scale(&self.hist)?;
+        let mut best = (centre, scale, Predictor::History);
+        let model = input
+            .filter(|x| *x > 0.0)
+            .and_then(|x| g.ols.predict(x.ln()));
+        if let (Some(c), Some(s)) = (model, g.model.scale(&self.model)) {
+            if g.model.k >= MIN_SCORES as f64 && s < scale {
+                best = (c, s, Predictor::Model);
+            }
+        }
+        let censored = self.censored.get(group).copied().unwrap_or(0);
+        let cost = best.0 + g.log_weight / g.n as f64;
+        let share = if self.jobs > 0.0 {
+            (COST_POWER * (cost - self.log_cost / self.jobs))
+                .exp()
+                .clamp(1.0 / COST_SPAN, COST_SPAN)
+        } else {
+            1.0
+        };
+        let floor = if censored > 0 {
+            g.max_seen.max(CENSORED_FLOOR * g.max_limit)
+        } else {
+            0.0
+        };
+        Some(Pred {
+            centre: best.0,
+            scale: best.1,
+            predictor: best.2,
+            n: g.n,
+            floor,
+            max_seen: g.max_seen,
+            censored,
+            share,
+        })
+    }
+
+    /// The score threshold at level `a` (see the module doc).
+    pub fn quantile(&self, a: f64) -> f64 {
+        let m = self.scores.len();
+        match risk::rank(m, a) {
+            Some(k) if m >= MIN_SCORES => self.scores[k - 1],
+            _ => risk::t_quantile((m.max(MIN_SCORES) - 1) as f64, 1.0 - a),
+        }
+    }
+
+    /// Learns a job of `group` that used `value` (> 0), or that ran past its
+    /// limit `value` when `censored`.
+    pub fn observe(&mut self, job: Seen<'_>) {
+        let Seen {
+            group,
+            input,
+            value,
+            censored,
+            weight,
+            request,
+        } = job;
+        if !(value > 0.0 && value.is_finite()) {
+            return;
+        }
+        let log_weight = if weight > 0.0 && weight.is_finite() {
+            weight.ln()
+        } else {
+            0.0
+        };
+        let x = input.filter(|x| *x > 0.0 && x.is_finite()).map(f64::ln);
+        if !censored {
+            if let Some(p) = self.predict(group, input) {
+                let z = (value.ln() - p.centre) / p.scale;
+                let at = self.scores.partition_point(|s| *s < z);
+                self.scores.insert(at, z);
+            }
+        }
+        let g = self.groups.entry(group.to_owned()).or_default();
+        let y = if censored {
+            g.max_limit = g.max_limit.max(value);
+            *self.censored.entry(group.to_owned()).or_default() += 1;
+            (2.0 * value).ln()
+        } else {
+            g.max_seen = g.max_seen.max(value);
+            value.ln()
+        };
+        if !censored {
+            if let Some(c) = g.centre() {
+                g.hist.add(y - c);
+                self.hist.add(y - c);
+            }
+            if let Some(c) = x.and_then(|x| g.ols.predict(x)) {
+                g.model.add(y - c);
+                self.model.add(y - c);
+            }
+        }
+        g.recent.push_back(y);
+        g.sum += y;
+        if g.recent.len() > WINDOW {
+            g.sum -= g.recent.pop_front().unwrap_or(0.0);
+        }
+        if let Some(x) = x {
+            g.ols.add(x, y);
+        }
+        g.n += 1;
+        g.over_request |= censored || request.is_some_and(|q| value > q);
+        g.log_weight += log_weight;
+        self.log_cost += y + log_weight;
+        self.jobs += 1.0;
+    }
+}
+
+/// The adaptive level of one stated risk, and what it has done.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    /// The stated risk, a fraction.
+    pub risk: f64,
+    /// The level the next job is sized at.
+    pub level: f64,
+    /// Warm jobs sized so far.
+    pub sized: u64,
+    /// Of those, the ones whose allocation was below what they used.
+    pub missed: u64,
+}
+
+impl Level {
+    /// A level that starts at the stated risk.
+    pub fn new(risk: f64) -> Level {
+        Level {
+            risk,
+            level: risk,
+            sized: 0,
+            missed: 0,
+        }
+    }
+
+    /// The level a job with risk share `share` is sized at.
+    pub fn at(&self, share: f64) -> f64 {
+        (self.level * share).clamp(self.risk / 100.0, 0.5)
+    }
+
+    /// Learns whether the job sized at the current level ran out.
+    pub fn update(&mut self, missed: bool) {
+        self.sized += 1;
+        self.missed += u64::from(missed);
+        let err = if missed { 1.0 } else { 0.0 };
+        self.level =
+            (self.level + GAMMA * self.risk * (self.risk - err)).clamp(self.risk / 20.0, 0.5);
+    }
+}
+
+/// How an advised value is rounded: never below `floor`, up to a whole
+/// `step`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rounding {
+    /// The least value advised.
+    pub floor: f64,
+    /// The step values are rounded up to.
+    pub step: f64,
+}
+
+impl Rounding {
+    /// `v` raised to the floor and rounded up to a whole step.
+    pub fn apply(&self, v: f64) -> f64 {
+        let v = v.max(self.floor);
+        if self.step > 0.0 {
+            (v / self.step - 1e-9).ceil() * self.step
+        } else {
+            v
+        }
+    }
+}
+
+/// One job to size and learn from.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    /// Its group.
+    pub group: &'a str,
+    /// Its input size, when known.
+    pub input: Option<f64>,
+    /// What it used, or the limit it ran past.
+    pub value: f64,
+    /// True when it ran past `value`.
+    pub censored: bool,
+    /// Its weight in the cost: its runtime for memory, 1 for time.
+    pub weight: f64,
+    /// What it requested, when known.
+    pub request: Option<f64>,
+}
+
+/// A sizer with one adaptive level per stated risk: what `recommend` and
+/// `backtest` both run.
+#[derive(Debug)]
+pub struct Calibrated {
+    /// The groups and scores.
+    pub sizer: Sizer,
+    /// One level per stated risk.
+    pub levels: Vec<Level>,
+    /// The rounding of every advised value.
+    pub rounding: Rounding,
+}
+
+impl Calibrated {
+    /// A sizer for `risks` (fractions) with `rounding`.
+    pub fn new(risks: &[f64], rounding: Rounding) -> Calibrated {
+        Calibrated {
+            sizer: Sizer::default(),
+            levels: risks.iter().map(|&r| Level::new(r)).collect(),
+            rounding,
+        }
+    }
+
+    /// The advice at each level for a job of `group` that requests
+    /// `request` (rounded), with the prediction it rests on; `None` on a
+    /// cold start. The advice is never above the request in a group none
+    /// of whose jobs needed more than it asked for.
+    pub fn advise(
+        &self,
+        group: &str,
+        input: Option<f64>,
+        request: Option<f64>,
+    ) -> Option<(Pred, Vec<f64>)> {
+        let p = self.sizer.predict(group, input)?;
+        let cap = request
+            .filter(|_| !self.sizer.groups.get(group).is_some_and(|g| g.over_request))
+            .unwrap_or(f64::INFINITY);
+        let values = self
+            .levels
+            .iter()
+            .map(|l| {
+                let q = self.sizer.quantile(l.at(p.share));
+                self.rounding.apply(p.at(q)).min(cap)
+            })
+            .collect();
+        Some((p, values))
+    }
+
+    /// Scores `advice` (from [`Calibrated::advise`] for this job) against
+    /// what the job used, adapts the levels, then learns the job. A
+    /// censored job counts as run out when it was advised at or below its
+    /// limit.
+    pub fn learn(&mut self, job: Seen<'_>, advice: Option<&[f64]>) {
+        if let Some(values) = advice {
+            for (l, &v) in self.levels.iter_mut().zip(values) {
+                let missed = if job.censored {
+                    v <= job.value
+                } else {
+                    v < job.value
+                };
+                l.update(missed);
+            }
+        }
+        self.sizer.observe(job);
+    }
+
+    /// Replays `jobs` in order (advise, then learn each).
+    pub fn replay<'a>(&mut self, jobs: impl IntoIterator<Item = Seen<'a>>) {
+        for job in jobs {
+            let advice = self.advise(job.group, job.input, job.request).map(|a| a.1);
+            self.learn(job, advice.as_deref());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_keeps_the_floor_and_whole_steps() {
+        let r = Rounding {
+            floor: 128.0,
+            step: 64.0,
+        };
+        assert_eq!(r.apply(10.0), 128.0);
+        assert_eq!(r.apply(129.0), 192.0);
+        assert_eq!(r.apply(192.0), 192.0);
+    }
+
+    #[test]
+    fn a_level_that_never_misses_rises_and_one_that_misses_falls() {
+        let mut l = Level::new(0.01);
+        for _ in 0..1000 {
+            l.update(false);
+        }
+        assert!(l.level > 0.01, "{l:?}");
+        let mut m = Level::new(0.01);
+        for _ in 0..10 {
+            m.update(true);
+        }
+        assert!(m.level < 0.01 && m.level >= 0.0005, "{m:?}");
+    }
+
+    #[test]
+    fn twelve_jobs_out_of_memory_at_16g_are_advised_well_above_16g() {
+        let mut c = Calibrated::new(
+            &[0.01],
+            Rounding {
+                floor: 128.0,
+                step: 64.0,
+            },
+        );
+        // Other groups give the spread.
+        for i in 0..40 {
+            let v = 1000.0 + (i % 7) as f64 * 50.0;
+            c.learn(
+                Seen {
+                    group: "other",
+                    input: None,
+                    value: v,
+                    censored: false,
+                    weight: 1.0,
+                    request: None,
+                },
+                None,
+            );
+        }
+        for _ in 0..12 {
+            c.learn(
+                Seen {
+                    group: "oom",
+                    input: None,
+                    value: 16384.0,
+                    censored: true,
+                    weight: 1.0,
+                    request: None,
+                },
+                None,
+            );
+        }
+        let (p, v) = c.advise("oom", None, None).unwrap();
+        assert_eq!(p.censored, 12);
+        assert!(v[0] >= 1.25 * 16384.0, "{v:?}");
+    }
+
+    #[test]
+    fn the_model_predictor_is_chosen_when_memory_follows_input() {
+        let mut c = Calibrated::new(
+            &[0.05],
+            Rounding {
+                floor: 1.0,
+                step: 1.0,
+            },
+        );
+        let mut seed = 3u64;
+        let mut u = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for _ in 0..200 {
+            let x = 100.0 + 9900.0 * u();
+            let y = 3.0 * x * (0.95 + 0.1 * u());
+            c.replay([Seen {
+                group: "g",
+                input: Some(x),
+                value: y,
+                censored: false,
+                weight: 1.0,
+                request: None,
+            }]);
+        }
+        let (p, v) = c.advise("g", Some(1000.0), None).unwrap();
+        assert_eq!(p.predictor, Predictor::Model);
+        assert!(v[0] > 3000.0 && v[0] < 3600.0, "{v:?}");
+        // Far outside the inputs fitted on, the prediction is clamped.
+        let (_, far) = c.advise("g", Some(1e9), None).unwrap();
+        assert!(far[0] < 3.0 * 2.0 * 10000.0 * 1.2, "{far:?}");
+    }
+}

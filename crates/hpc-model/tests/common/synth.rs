@@ -1,0 +1,79 @@
+//! Synthetic job traces with known per-group distributions, for the
+//! calibration tests and `bench/model.sh` (through the `gen_trace`
+//! example): tight groups (log-sd 0.1), loose groups (0.7), groups whose
+//! memory grows with their input size, and groups that drift upwards (e^1
+//! over the trace). Runtimes are log-normal per group; users ask for 3x
+//! their group's typical memory and time.
+
+/// The CSV header the trace has.
+pub const HEADER: &str = "id,group,used_mb,request_mb,runtime_s,limit_s,input_mb";
+
+struct Rng(u64);
+
+impl Rng {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    fn normal(&mut self) -> f64 {
+        let (a, b) = (self.uniform(), self.uniform());
+        (-2.0 * a.ln()).sqrt() * (2.0 * std::f64::consts::PI * b).cos()
+    }
+}
+
+/// What kind of group.
+#[derive(Clone, Copy)]
+enum Kind {
+    Tight,
+    Loose,
+    Input,
+    Drift,
+}
+
+/// `jobs` rows of a trace drawn with `seed`, in id order.
+pub fn trace(seed: u64, jobs: usize) -> String {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let kinds = [Kind::Tight, Kind::Loose, Kind::Input, Kind::Drift];
+    // 16 groups: a memory level, a runtime level and a popularity each.
+    let groups: Vec<(Kind, f64, f64, f64)> = (0..16)
+        .map(|i| {
+            let mem = (5.0 + 5.0 * rng.uniform()).exp(); // 150 MiB .. 22 GiB
+            let run = (4.0 + 5.0 * rng.uniform()).exp(); // 1 min .. 2 h
+            let weight = 0.2 + rng.uniform();
+            (kinds[i % 4], mem, run, weight)
+        })
+        .collect();
+    let total: f64 = groups.iter().map(|g| g.3).sum();
+    let mut out = String::from(HEADER);
+    out.push('\n');
+    for id in 0..jobs {
+        let mut pick = rng.uniform() * total;
+        let gi = groups
+            .iter()
+            .position(|g| {
+                pick -= g.3;
+                pick <= 0.0
+            })
+            .unwrap_or(groups.len() - 1);
+        let (kind, mem, run, _) = groups[gi];
+        let t = id as f64 / jobs as f64;
+        let input = (7.0 + rng.normal()).exp();
+        let used = match kind {
+            Kind::Tight => mem * (0.1 * rng.normal()).exp(),
+            Kind::Loose => mem * (0.7 * rng.normal()).exp(),
+            Kind::Input => mem * (input / 1100.0).powf(0.8) * (0.1 * rng.normal()).exp(),
+            Kind::Drift => mem * (t + 0.25 * rng.normal()).exp(),
+        };
+        let runtime = run * (0.3 * rng.normal()).exp();
+        out.push_str(&format!(
+            "{id},g{gi},{used:.1},{:.0},{runtime:.0},{:.0},{input:.1}\n",
+            3.0 * mem,
+            3.0 * run,
+        ));
+    }
+    out
+}
