@@ -1,5 +1,8 @@
 #!/bin/sh
-# hpc-model benches: the backtest's speed on the MGnify trace; the latency
+# hpc-model benches: the backtest's table per trace (MGnify, SAP builds,
+# synthetic memory and time: policy, risk, under-share, MAQ, wastage,
+# memtime) and its speed (jobs replayed per second; the 10,000-job synthetic
+# replay, target < 2 s); the latency
 # of `hpc-store dump` filtered to one user and tool piped into `hpc-model
 # recommend`, with N jobs (default 1,000,000, each with its analysis record)
 # in the database (target < 200 ms end to end); and, for contrast, recommend
@@ -10,6 +13,7 @@ cd "$(dirname "$0")/.."
 N=${1:-1000000}
 TRACES=${TRACES:-/work/shared/traces}
 TGT=${CARGO_TARGET_DIR:-target}
+cargo build --release -q -p hpc-model --example gen_trace
 cargo build --release -q -p hpc-model
 cargo build --release -q -p hpc-store --no-default-features
 BIN="$TGT/release/hpc-model"
@@ -20,15 +24,36 @@ trap 'rm -rf "$TMP"' EXIT
 now() { date +%s.%N; }
 secs() { echo "$1 $2" | awk '{ printf "%.3f", $2 - $1 }'; }
 
+table() { echo "== $1"; shift; "$BIN" backtest "$@" 2>&1; echo; }
 if [ -r "$TRACES/mgnify_metaspades_3.15.3_jobs.csv" ]; then
-    t0=$(now)
-    for _ in 1 2 3 4 5; do
-        "$BIN" backtest --csv "$TRACES/mgnify_metaspades_3.15.3_jobs.csv" \
-            --mgnify "$TRACES/mgnify_memory_heuristics.tsv" --format ndjson >/dev/null 2>&1
-    done
-    t1=$(now)
-    echo "backtest MGnify (9102 rows, 9 policies x 5 risks where they take one): $(secs "$t0" "$t1" | awk '{ printf "%.3f", $1 / 5 }') s a run"
+    table "MGnify (memory)" --csv "$TRACES/mgnify_metaspades_3.15.3_jobs.csv" \
+        --mgnify "$TRACES/mgnify_memory_heuristics.tsv"
 fi
+if [ -r "$TRACES/sap_build_memory.csv" ]; then
+    table "SAP builds (memory, no runtime: each build weighs 1)" --csv "$TRACES/sap_build_memory.csv" \
+        --group group --used peak_mb --request request_mb --order order
+    table "SAP builds, memory floor 1024 MiB and 256 MiB steps (the old defaults)" \
+        --csv "$TRACES/sap_build_memory.csv" --group group --used peak_mb \
+        --request request_mb --order order --mem-floor 1024 --mem-step 256 --risks 1,5
+fi
+"$TGT/release/examples/gen_trace" 7 10000 >"$TMP/synth.csv"
+syn="--csv $TMP/synth.csv --group group --order id"
+# shellcheck disable=SC2086
+table "synthetic, seed 7 (memory, input size)" $syn --used used_mb --request request_mb \
+    --runtime runtime_s --input input_mb
+# shellcheck disable=SC2086
+table "synthetic, seed 7, memory floor 1024 MiB and 256 MiB steps" $syn --used used_mb \
+    --request request_mb --runtime runtime_s --input input_mb --mem-floor 1024 --mem-step 256 --risks 1,5
+# shellcheck disable=SC2086
+table "synthetic, seed 7 (time)" $syn --resource time --used runtime_s --request limit_s
+t0=$(now)
+for _ in 1 2 3 4 5; do
+    # shellcheck disable=SC2086
+    "$BIN" backtest $syn --used used_mb --request request_mb --runtime runtime_s \
+        --input input_mb --format ndjson >/dev/null 2>&1
+done
+t1=$(now)
+echo "backtest of 10000 synthetic jobs (5 risks + 4 baselines): $(secs "$t0" "$t1" | awk '{ printf "%.3f s a run, %.0f jobs/s", $1 / 5, 50000 / $1 }') (target < 2 s)"
 
 # N jobs of 20 users and 5 tools, each with its analysis record.
 awk -v n="$N" 'BEGIN {

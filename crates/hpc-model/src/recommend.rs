@@ -260,6 +260,26 @@ fn memory(i: &Inputs) -> (f64, Basis) {
         return (value, why);
     }
     let pct = percent(i.risk);
+    // Too little history for the sizer's spread: the script's own jobs, when
+    // there are 5, bound by the log-normal tail at the stated risk.
+    let points: Vec<Point> = matching(an, i.history)
+        .iter()
+        .filter_map(|p| p.mem_point())
+        .collect();
+    if points.len() >= MIN_HISTORY {
+        if let Some(b) = risk::upper_bound(&points, i.risk, risk::Scale::Log) {
+            let top = points.iter().map(|p| p.value).fold(0.0, f64::max);
+            let note = format!(
+                "{} earlier {} jobs of yours peaked at most {}: too few jobs in the history to calibrate, the log-normal bound at {pct} % risk",
+                points.len(),
+                an.tool,
+                gib(top)
+            );
+            let mut why = basis(Tier::History, b.method.name(), Some(points.len()), note);
+            why.quantile = Some(1.0 - i.risk);
+            return (i.rounding.apply(b.value), why);
+        }
+    }
     let base = i
         .table
         .tool(&an.tool)
@@ -354,7 +374,7 @@ fn time(i: &Inputs) -> Option<(f64, Basis)> {
     if let Some((p, value, level)) = calibrated(i, Resource::Time) {
         let (at, said) = level_note(&level, &p);
         let note = format!(
-            "{} earlier jobs ran at most {} ({} timed out); {} of TIMEOUT; a tighter limit starts sooner through backfill",
+            "{} earlier jobs ran at most {} ({} timed out); the risk here is of TIMEOUT: {}; a tighter limit starts sooner through backfill",
             p.n,
             format_duration(p.max_seen),
             p.censored,

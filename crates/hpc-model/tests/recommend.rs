@@ -159,8 +159,14 @@ fn the_history_tier_needs_enough_jobs_then_bounds_the_peaks() {
     assert!(mem > 14040.0 && mem < 20000.0, "{mem}");
     assert_eq!(mem % 64.0, 0.0, "whole 64 MiB");
     assert!(b.note.contains("40 earlier star jobs"), "{}", b.note);
-    // Too few jobs to know a spread: the heuristic keeps the request.
+    // Too few residuals to calibrate, but 6 jobs of the tool: the
+    // log-normal bound at the stated risk.
     let rec = recommend(dir.path(), &history(6, 14000.0), &[]);
+    let b = &rec.basis["mem_mb"];
+    assert_eq!((b.tier, b.method.as_str()), (Tier::History, "lognormal-t"));
+    assert!(b.note.contains("too few jobs in the history to calibrate"));
+    // Four jobs: the heuristic keeps the request.
+    let rec = recommend(dir.path(), &history(4, 14000.0), &[]);
     assert_eq!(rec.basis["mem_mb"].tier, Tier::Heuristic);
     assert_eq!(
         rec.mem_mb,
