@@ -46,6 +46,9 @@ table "synthetic, seed 7, memory floor 1024 MiB and 256 MiB steps" $syn --used u
     --request request_mb --runtime runtime_s --input input_mb --mem-floor 1024 --mem-step 256 --risks 1,5
 # shellcheck disable=SC2086
 table "synthetic, seed 7 (time)" $syn --resource time --used runtime_s --request limit_s
+"$TGT/release/examples/gen_trace" 7 10000 nextflow >"$TMP/trace.txt"
+table "synthetic, seed 7, as a Nextflow trace (memory)" --nextflow "$TMP/trace.txt"
+table "synthetic, seed 7, as a Nextflow trace (time)" --nextflow "$TMP/trace.txt" --resource time
 t0=$(now)
 for _ in 1 2 3 4 5; do
     # shellcheck disable=SC2086

@@ -1,18 +1,25 @@
-//! Prints a synthetic job trace (CSV) for `hpc-model backtest --csv`:
-//! `cargo run --example gen_trace -- SEED JOBS`. The groups are described in
-//! `tests/common/synth.rs`.
+//! Prints a synthetic job trace for `hpc-model backtest`:
+//! `cargo run --example gen_trace -- SEED JOBS [csv|nextflow]`, a CSV (for
+//! `--csv`, the default) or a Nextflow `-with-trace` file (for
+//! `--nextflow`). The groups are described in `tests/common/synth.rs`.
 
 #[path = "../tests/common/synth.rs"]
 mod synth;
 
 fn main() {
-    let args: Vec<u64> = std::env::args()
-        .skip(1)
-        .map(|a| a.parse().expect("SEED and JOBS: whole numbers"))
-        .collect();
-    let (seed, jobs) = (
-        args.first().copied().unwrap_or(1),
-        args.get(1).copied().unwrap_or(10_000),
-    );
-    print!("{}", synth::trace(seed, jobs as usize));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize, default: u64| {
+        args.get(i).map_or(default, |a| {
+            a.parse().expect("SEED and JOBS: whole numbers")
+        })
+    };
+    let (seed, jobs) = (num(0, 1), num(1, 10_000) as usize);
+    match args.get(2).map(String::as_str) {
+        None | Some("csv") => print!("{}", synth::trace(seed, jobs)),
+        Some("nextflow") => print!("{}", synth::nextflow(seed, jobs)),
+        Some(other) => {
+            eprintln!("gen_trace: {other}: csv or nextflow");
+            std::process::exit(2);
+        }
+    }
 }

@@ -15,6 +15,7 @@ use std::io::Read;
 use hpc_core::ndjson::Rejects;
 use hpc_core::{Error, Result};
 
+use crate::calib::{Calibrated, Level, Rounding, Seen};
 use crate::trace::{order_key, Resource, Trace, TraceJob};
 
 /// One usable task of a Nextflow trace.
@@ -262,6 +263,162 @@ impl NfTrace {
         crate::trace::sort(&mut t.jobs);
         t
     }
+}
+
+/// The advice for one process of a trace.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ProcessAdvice {
+    /// The process.
+    pub process: String,
+    /// Tasks of it replayed (memory).
+    pub tasks: usize,
+    /// Memory to give its tasks, MiB (`None` with too little history).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_mb: Option<f64>,
+    /// The largest peak of its tasks, MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_peak_mb: Option<f64>,
+    /// The level memory was sized at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_level: Option<f64>,
+    /// Time to give its tasks, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_s: Option<f64>,
+    /// The level time was sized at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_level: Option<f64>,
+}
+
+/// One process's advice for one resource: the value, the largest used, the
+/// level.
+type Advised = Option<(f64, f64, f64)>;
+
+/// Replays the trace's tasks of one resource and advises each process:
+/// (process, tasks, advice) in first-seen order, and the level reached over
+/// the whole replay.
+fn advise_one(
+    trace: &Trace,
+    risk: f64,
+    rounding: Rounding,
+) -> (Vec<(String, usize, Advised)>, Level) {
+    let mut cal = Calibrated::new(&[risk], rounding);
+    let mut order: Vec<String> = Vec::new();
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for job in &trace.jobs {
+        let n = count.entry(job.group.as_str()).or_default();
+        if *n == 0 {
+            order.push(job.group.clone());
+        }
+        *n += 1;
+        let advice = cal.advise(&job.group, None, None).map(|a| a.1);
+        let seen = Seen {
+            group: &job.group,
+            input: None,
+            value: job.used,
+            censored: false,
+            weight: job.weight,
+            request: None,
+        };
+        cal.learn(seen, advice.as_deref());
+    }
+    let out = order
+        .into_iter()
+        .map(|g| {
+            let advice = cal
+                .advise(&g, None, None)
+                .map(|(p, v)| (v[0], p.max_seen, cal.levels[0].at(p.share)));
+            let n = count[g.as_str()];
+            (g, n, advice)
+        })
+        .collect();
+    (out, cal.levels[0])
+}
+
+impl NfTrace {
+    /// The advice per process at `risk` (a fraction): memory from the
+    /// tasks' peaks rounded by `mem`, time from their runtimes rounded by
+    /// `time`, each by the calibrated sizer of [`crate::calib`] replayed
+    /// over the whole trace. Returns the processes and the memory and time
+    /// levels reached.
+    pub fn advise(
+        &self,
+        risk: f64,
+        mem: Rounding,
+        time: Rounding,
+    ) -> (Vec<ProcessAdvice>, Level, Level) {
+        let (m, ml) = advise_one(&self.trace(Resource::Mem), risk, mem);
+        let (t, tl) = advise_one(&self.trace(Resource::Time), risk, time);
+        let times: HashMap<String, Advised> = t.into_iter().map(|(g, _, a)| (g, a)).collect();
+        let out = m
+            .into_iter()
+            .map(|(process, tasks, a)| {
+                let t = times.get(&process).copied().flatten();
+                ProcessAdvice {
+                    process,
+                    tasks,
+                    mem_mb: a.map(|a| a.0),
+                    max_peak_mb: a.map(|a| a.1),
+                    mem_level: a.map(|a| hpc_core::num::round6(a.2)),
+                    time_s: t.map(|t| t.0),
+                    time_level: t.map(|t| hpc_core::num::round6(t.2)),
+                }
+            })
+            .collect();
+        (out, ml, tl)
+    }
+}
+
+/// A process name inside a single-quoted Nextflow string.
+fn nf_quote(name: &str) -> String {
+    name.replace('\\', "\\\\").replace('\'', "\\'")
+}
+
+/// The advice as a Nextflow config (`nextflow run ... -c THIS`).
+pub fn to_nextflow(advice: &[ProcessAdvice], header: &str) -> String {
+    let mut out = format!("// {header}\nprocess {{\n");
+    for a in advice
+        .iter()
+        .filter(|a| a.mem_mb.is_some() || a.time_s.is_some())
+    {
+        out.push_str(&format!("    withName: '{}' {{\n", nf_quote(&a.process)));
+        if let Some(m) = a.mem_mb {
+            out.push_str(&format!("        memory = '{m:.0} MB'\n"));
+        }
+        if let Some(t) = a.time_s {
+            out.push_str(&format!("        time = '{:.0}m'\n", (t / 60.0).ceil()));
+        }
+        out.push_str("    }\n");
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// A rule name as a YAML key: plain when it is a word, else double-quoted.
+fn yaml_key(name: &str) -> String {
+    if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        name.to_owned()
+    } else {
+        serde_json::to_string(name).unwrap_or_default()
+    }
+}
+
+/// The advice as a Snakemake profile's `set-resources` (mem_mb, runtime in
+/// minutes).
+pub fn to_snakemake(advice: &[ProcessAdvice], header: &str) -> String {
+    let mut out = format!("# {header}\nset-resources:\n");
+    for a in advice
+        .iter()
+        .filter(|a| a.mem_mb.is_some() || a.time_s.is_some())
+    {
+        out.push_str(&format!("  {}:\n", yaml_key(&a.process)));
+        if let Some(m) = a.mem_mb {
+            out.push_str(&format!("    mem_mb: {m:.0}\n"));
+        }
+        if let Some(t) = a.time_s {
+            out.push_str(&format!("    runtime: {:.0}\n", (t / 60.0).ceil()));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

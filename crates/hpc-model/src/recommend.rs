@@ -60,7 +60,10 @@ pub fn mem_rounding(floor: f64, step: f64) -> Result<Rounding> {
 pub struct RecommendArgs {
     /// the batch script, or a file with its analysis record (- for stdin)
     #[argh(positional)]
-    script: String,
+    script: Option<String>,
+    /// a Nextflow trace (-with-trace): advise each process instead
+    #[argh(option)]
+    nextflow: Option<String>,
     /// earlier jobs: job, summary and analysis records (a file or -)
     #[argh(option)]
     history: Option<String>,
@@ -77,7 +80,8 @@ pub struct RecommendArgs {
     /// memory is advised in whole steps of this many MiB (default 64)
     #[argh(option, default = "MEM_ROUNDING.step")]
     mem_step: f64,
-    /// output: text (default), ndjson or sbatch
+    /// output: text (default), ndjson or sbatch; with --nextflow: text,
+    /// ndjson, nextflow (a config for -c) or snakemake (set-resources)
     #[argh(option, default = "String::from(\"text\")")]
     format: String,
 }
@@ -539,22 +543,33 @@ pub fn default_models() -> PathBuf {
 
 /// Runs `hpc-model recommend`.
 pub fn main_with(args: RecommendArgs) -> Result<()> {
+    if !(args.risk > 0.0 && args.risk < 100.0) {
+        return Err(Error::Usage("--risk: a percentage in (0, 100)".into()));
+    }
+    let rounding = mem_rounding(args.mem_floor, args.mem_step)?;
+    let script = match (&args.nextflow, &args.script) {
+        (Some(trace), None) => return nextflow_main(&args, trace, rounding),
+        (None, Some(s)) => s.clone(),
+        (Some(_), Some(_)) => {
+            return Err(Error::Usage(
+                "a script or --nextflow TRACE, not both".into(),
+            ))
+        }
+        (None, None) => return Err(Error::Usage("a script or --nextflow TRACE".into())),
+    };
     if !matches!(args.format.as_str(), "text" | "ndjson" | "sbatch") {
         return Err(Error::Usage(format!(
             "--format {}: text, ndjson or sbatch",
             args.format
         )));
     }
-    if !(args.risk > 0.0 && args.risk < 100.0) {
-        return Err(Error::Usage("--risk: a percentage in (0, 100)".into()));
-    }
-    if args.script == "-" && args.history.as_deref() == Some("-") {
+    if script == "-" && args.history.as_deref() == Some("-") {
         return Err(Error::Usage(
             "the script and --history cannot both be stdin".into(),
         ));
     }
     let table = ToolTable::builtin();
-    let analysis = analysis_of(&args.script, &table)?;
+    let analysis = analysis_of(&script, &table)?;
     let mut rejects = Rejects::new("hpc-model");
     let history = match &args.history {
         Some(p) => read_history(Input::named(p)?, &mut rejects)?,
@@ -573,7 +588,7 @@ pub fn main_with(args: RecommendArgs) -> Result<()> {
         models: models.as_ref(),
         table: &table,
         risk: args.risk / 100.0,
-        rounding: mem_rounding(args.mem_floor, args.mem_step)?,
+        rounding,
     });
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.format.as_str() {
@@ -587,4 +602,55 @@ pub fn main_with(args: RecommendArgs) -> Result<()> {
     }
     out.flush()?;
     rejects.finish(history.lines)
+}
+
+/// `recommend --nextflow TRACE`: the advice per process of the trace.
+fn nextflow_main(args: &RecommendArgs, trace: &str, rounding: Rounding) -> Result<()> {
+    if !matches!(
+        args.format.as_str(),
+        "text" | "ndjson" | "nextflow" | "snakemake"
+    ) {
+        return Err(Error::Usage(format!(
+            "--format {} with --nextflow: text, ndjson, nextflow or snakemake",
+            args.format
+        )));
+    }
+    let mut rejects = Rejects::new("hpc-model");
+    let nf = crate::nextflow::read(Input::named(trace)?.into_reader(), trace, &mut rejects)?;
+    let (advice, mem, time) = nf.advise(args.risk / 100.0, rounding, TIME_ROUNDING);
+    let header = format!(
+        "hpc-model recommend --nextflow {} --risk {}: {} processes, {} tasks; calibrated levels reached: memory {} %, time {} % (see man hpc-model, CALIBRATION)",
+        hpc_core::paths::escaped(trace),
+        args.risk,
+        advice.len(),
+        nf.tasks.len(),
+        percent(mem.level),
+        percent(time.level)
+    )
+    .replace('\n', " ");
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match args.format.as_str() {
+        "nextflow" => write!(out, "{}", crate::nextflow::to_nextflow(&advice, &header))?,
+        "snakemake" => write!(out, "{}", crate::nextflow::to_snakemake(&advice, &header))?,
+        "ndjson" => {
+            for a in &advice {
+                write_tagged(&mut out, "process_rec", a)?;
+            }
+        }
+        _ => {
+            writeln!(out, "{header}")?;
+            for a in &advice {
+                let mem = a.mem_mb.map_or("(too few tasks)".into(), format_mem);
+                let time = a.time_s.map_or("(too few tasks)".into(), format_duration);
+                writeln!(
+                    out,
+                    "{}: {} tasks, memory {mem}, time {time}",
+                    hpc_core::paths::escaped(&a.process),
+                    a.tasks
+                )?;
+            }
+        }
+    }
+    out.flush()?;
+    rejects.finish(nf.rows)
 }

@@ -1,2 +1,3 @@
-//! Shared by the integration tests.
+//! Shared by the integration tests (each uses part of it).
+#[allow(dead_code)]
 pub mod synth;

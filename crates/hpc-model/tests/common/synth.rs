@@ -77,3 +77,72 @@ pub fn trace(seed: u64, jobs: usize) -> String {
     }
     out
 }
+
+/// A size as Nextflow writes it (`512 MB`, `1.5 GB`).
+fn nf_size(mb: f64) -> String {
+    if mb >= 1024.0 {
+        format!("{:.1} GB", mb / 1024.0)
+    } else {
+        format!("{mb:.0} MB")
+    }
+}
+
+/// A duration as Nextflow writes it (`1h 2m 3s`, `45s`).
+fn nf_duration(s: f64) -> String {
+    let s = s.round() as u64;
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m {s}s"),
+        _ => format!("{h}h {m}m {s}s"),
+    }
+}
+
+/// The same jobs as [`trace`], written as a Nextflow `-with-trace` file:
+/// the group is the process (`PROC_gN (sample)`), every 50th task failed
+/// once for memory and was retried (attempt 2), every 97th has `-` for its
+/// peak (not usable, counted).
+pub fn nextflow(seed: u64, jobs: usize) -> String {
+    let mut out = String::from(
+        "task_id\thash\tnative_id\tname\tstatus\texit\tsubmit\tduration\trealtime\t%cpu\tpeak_rss\tpeak_vmem\trchar\twchar\tmemory\ttime\tattempt\n",
+    );
+    let csv = trace(seed, jobs);
+    let mut task = 0;
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let (id, group) = (f[0].parse::<u64>().unwrap(), f[1]);
+        let num = |i: usize| f[i].parse::<f64>().unwrap();
+        let (used, req, run, limit, input) = (num(2), num(3), num(4), num(5), num(6));
+        let submit = format!(
+            "2023-04-{:02} {:02}:{:02}:{:02}.{:03}",
+            1 + id / 86400,
+            id / 3600 % 24,
+            id / 60 % 60,
+            id % 60,
+            id % 1000
+        );
+        let name = format!("PROC_{group} (s{id})");
+        let peak = if id % 97 == 0 {
+            "-".to_string()
+        } else {
+            nf_size(used)
+        };
+        let mut row = |status: &str, attempt: u32, peak: &str, mem: f64| {
+            task += 1;
+            out.push_str(&format!(
+                "{task}\tab/{task:06x}\t{task}\t{name}\t{status}\t0\t{submit}\t{d}\t{d}\t95.3%\t{peak}\t{peak}\t{}\t1 MB\t{}\t{}\t{attempt}\n",
+                nf_size(input),
+                nf_size(mem),
+                nf_duration(limit),
+                d = nf_duration(run),
+            ));
+        };
+        if id % 50 == 1 {
+            row("FAILED", 1, &nf_size(req.min(used)), req);
+            row("COMPLETED", 2, &peak, 2.0 * req);
+        } else {
+            row("COMPLETED", 1, &peak, req);
+        }
+    }
+    out
+}
