@@ -217,7 +217,7 @@ impl Tally {
 }
 
 /// Replays `jobs` (in order) and returns one record per policy and risk:
-/// ours (the calibrated sizer of [`calib`], at each risk, rounded as
+/// ours (the calibrated sizer of [`crate::calib`], at each risk, rounded as
 /// `recommend` rounds) and the baselines.
 pub fn replay(jobs: &[TraceJob], opts: &Opts) -> Vec<Backtest> {
     let mut cal = Calibrated::new(&opts.risks, opts.rounding);
