@@ -6,10 +6,13 @@
 //!   ([`report`]);
 //! - `html`: a self-contained static HTML report, an index and one page per
 //!   user ([`html`]);
-//! - `mail`: one user's digest as an RFC 5322 message ([`mail`]).
+//! - `mail`: one user's digest as an RFC 5322 message ([`mail`]);
+//! - `backtest`: `hpc-model backtest` records of one replay, the policies'
+//!   MAQ against under-share and the calibration ([`backtest`]).
 //!
 //! Input is read by [`input::read_records`] into a [`stream::Stream`].
 
+pub mod backtest;
 pub mod draw;
 pub mod html;
 pub mod input;
@@ -30,7 +33,7 @@ use hpc_core::{Error, Result};
 
 use crate::stream::Stream;
 
-/// Draw hpc-sizer records: job plots, report charts, an HTML report, a mail digest.
+/// Draw hpc-sizer records: job plots, report charts, an HTML report, a mail digest, a backtest.
 #[derive(FromArgs, Debug)]
 #[argh(
     example = "hpc-merge spool/42/*.ndjson | hpc-flags | hpc-plot job -o job42.png",
@@ -38,6 +41,7 @@ use crate::stream::Stream;
     example = "hpc-store report --format ndjson --by user | hpc-plot report -o users.svg",
     example = "(hpc-store report --format ndjson; hpc-store dump --kind job,flag,summary) | hpc-plot html --out report",
     example = "hpc-store dump --kind job,flag,other --user ann | hpc-plot mail --user ann | sendmail -t",
+    example = "hpc-model backtest --format ndjson jobs.ndjson | hpc-plot backtest -o backtest.png",
     note = "Exit status: 0 ok, 1 bad data or failure, 2 usage error. See hpc-plot(1)."
 )]
 pub struct Args {
@@ -58,6 +62,8 @@ pub enum Cmd {
     Html(HtmlArgs),
     /// `mail`
     Mail(MailArgs),
+    /// `backtest`
+    Backtest(BacktestArgs),
 }
 
 /// Draw one job's six panels: memory, CPU, disk, threads, Lustre, NUMA.
@@ -127,6 +133,21 @@ pub struct MailArgs {
     /// only jobs that ended at or after this UTC time (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS)
     #[argh(option)]
     pub since: Option<String>,
+    /// input files, or - for stdin (default)
+    #[argh(positional)]
+    pub inputs: Vec<String>,
+}
+
+/// Draw `hpc-model backtest --format ndjson` records: MAQ against under-share, and the calibration.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "backtest")]
+pub struct BacktestArgs {
+    /// output file (.png or .svg), - for standard output (default, SVG)
+    #[argh(option, short = 'o', default = "String::from(\"-\")")]
+    pub out: String,
+    /// png or svg (default: from the output name, else svg)
+    #[argh(option)]
+    pub format: Option<String>,
     /// input files, or - for stdin (default)
     #[argh(positional)]
     pub inputs: Vec<String>,
@@ -244,6 +265,17 @@ pub fn main_with(args: Args) -> Result<()> {
             let opts = mail::MailOpts::from_args(&a)?;
             let (stream, rejects, lines) = read_stream(&a.inputs)?;
             write_output("-", |w| mail::write_mail(w, &stream, &opts))?;
+            (rejects, lines)
+        }
+        Cmd::Backtest(a) => {
+            let format = Format::pick(
+                a.format.as_deref(),
+                &a.out,
+                Format::Svg,
+                &[Format::Png, Format::Svg],
+            )?;
+            let (stream, rejects, lines) = read_stream(&a.inputs)?;
+            write_output(&a.out, |w| backtest::write_backtest(w, &stream, format))?;
             (rejects, lines)
         }
     };

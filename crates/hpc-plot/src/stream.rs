@@ -1,11 +1,11 @@
 //! What a stream holds, gathered for drawing: each job's sample series (by
-//! host, and the job-wide one), job records, flags, summaries, report rows
-//! and recommendations.
+//! host, and the job-wide one), job records, flags, summaries, report rows,
+//! recommendations and backtests.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use hpc_core::advice::Rec;
+use hpc_core::advice::{Backtest, Rec};
 use hpc_core::fields::index_of;
 use hpc_core::record::{from_line, Flag, Job, Meta, Sample, Summary};
 use serde::Deserialize;
@@ -199,6 +199,8 @@ pub struct Stream {
     pub reports: Vec<Map<String, Value>>,
     /// Recommendation records (hpc-model's `rec`).
     pub recs: Vec<Rec>,
+    /// Backtest records (`hpc-model backtest --format ndjson`).
+    pub backtests: Vec<Backtest>,
 }
 
 impl Stream {
@@ -239,6 +241,7 @@ impl Stream {
             Some("summary") => self.summaries.push(from_line(text)?),
             Some("report") => self.reports.push(object(text)?),
             Some("rec") => self.recs.push(from_line(text)?),
+            Some("backtest") => self.backtests.push(backtest(text)?),
             Some(_) => {}
         }
         Ok(())
@@ -271,6 +274,18 @@ impl Stream {
         self.flags
             .iter()
             .filter(move |f| f.job_id == job || f.job_id == raw)
+    }
+}
+
+/// A backtest record whose stated risk, when given, is a fraction in
+/// (0, 1) (a percentage written by mistake would draw nonsense).
+fn backtest(text: &str) -> Result<Backtest, String> {
+    let b: Backtest = from_line(text)?;
+    match b.risk {
+        Some(r) if !(r > 0.0 && r < 1.0) => {
+            Err(format!("backtest: risk {r} is not a fraction in (0, 1)"))
+        }
+        _ => Ok(b),
     }
 }
 

@@ -415,11 +415,18 @@ fn a_closed_pipe_is_quiet() {
 #[test]
 fn every_long_flag_in_help_is_in_the_man_page() {
     let man = TOOL.man_page();
-    for sub in [&[][..], &["job"], &["report"], &["html"], &["mail"]] {
+    for sub in [
+        &[][..],
+        &["job"],
+        &["report"],
+        &["html"],
+        &["mail"],
+        &["backtest"],
+    ] {
         let help = TOOL.help(sub);
         assert!(help.contains("Exit status") || !sub.is_empty());
         TOOL.assert_help_in_man(&help);
-        for s in ["job", "report", "html", "mail"] {
+        for s in ["job", "report", "html", "mail", "backtest"] {
             assert!(
                 man.contains(&format!(".B {s}")) || man.contains(&format!(".SS {s}")),
                 "{s}"
