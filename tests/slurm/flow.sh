@@ -54,7 +54,7 @@ export PATH="$CARGO_TARGET_DIR/debug:$root/bin-wrappers:$PATH"
 export HPC_SIZER_SPOOL=$work/spool XDG_DATA_HOME=$work/data HPC_SIZER_DB=$work/data/hpc.db
 mkdir -p "$XDG_DATA_HOME"
 has_recommend=0
-hpc-model recommend --help 2>/dev/null | grep -q -e --history && has_recommend=1
+grep -q -e --history <<<"$(hpc-model recommend --help 2>/dev/null)" && has_recommend=1
 has_plot=0
 command -v hpc-plot >/dev/null && has_plot=1
 
@@ -113,8 +113,20 @@ cat >overlap.sbatch <<EOF
 python3 -c '$hold' 200 5
 EOF
 
+# An indented comment above the directives, tasks per node, quotes: what
+# scontrol says the job was given is what the script asks for.
+cat >pernode.sbatch <<'EOF'
+#!/bin/bash
+  # set up: an indented comment before the directives
+#SBATCH --job-name=flow-pernode
+#SBATCH --ntasks-per-node=2 --cpus-per-task=1 --mem=300M
+#SBATCH --time=00:05:00 --comment="a -t --mem=2G b"
+
+srun true
+EOF
+
 hpc submit --dry-run --no-recommend sleeper.sbatch >dry.out 2>dry.err
-check "hpc submit --dry-run shows the injected monitor" grep -q "hpc-monitor' start" dry.out
+check "hpc submit --dry-run shows the wrapper that starts the monitor" grep -q "hpc-monitor' start" dry.out
 declare -A id
 for j in mem300 oom sleeper steps array overlap; do
     extra=()
@@ -125,6 +137,15 @@ for j in mem300 oom sleeper steps array overlap; do
     check "hpc submit $j.sbatch submits (job ${id[$j]:-none})" [ -n "${id[$j]}" ]
 done
 check "the original scripts are unchanged (no injected line)" bash -c '! grep -l hpc-monitor *.sbatch'
+out=$(hpc submit pernode.sbatch -o "$work/pernode-%j.out" 2>pernode.err)
+id[pernode]=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$out")
+[ -n "${id[pernode]}" ] && jobs+=("${id[pernode]}")
+scontrol show job "${id[pernode]}" >pernode.scontrol 2>&1
+show "  pernode: " "$(cat pernode.err pernode.scontrol)"
+for want in JobName=flow-pernode NumTasks=2 CPUs/Task=1 MinMemoryNode=300M TimeLimit=00:05:00 \
+    'Comment=a -t --mem=2G b'; do
+    check "scontrol: the indented-comment, 2-task job was given $want" grep -qF -- "$want" pernode.scontrol
+done
 
 # all_final: every job (and array task) has left the queue and its batch
 # step is final in sacct; waits at most 150 s, polling.
@@ -184,8 +205,10 @@ flag_of() { json_is flags.ndjson "any(x['job_id'] == '$1' and x['flag'] == '$2' 
 check "the killed job has oom_killed" flag_of "${id[oom]}" oom_killed
 check "the sleeper has idle_cpu" flag_of "${id[sleeper]}" idle_cpu
 check "the 300 MB job has mem_overrequest" flag_of "${id[mem300]}" mem_overrequest
-check "the analysis records tie the jobs to their tool" \
-    bash -c "hpc-store dump --kind other | grep -q '\"job_id\":\"${id[sleeper]}_3\".*\"tool\":\"samtools\"'"
+check "the array's one analysis record ties it to its tool" \
+    bash -c "hpc-store dump --kind other | grep -q '\"job_id\":\"${id[sleeper]}\".*\"tool\":\"samtools\"'"
+check "... and the store joins it to every task (dump --tool)" \
+    bash -c "[ \"\$(hpc-store dump --kind job --tool samtools | grep -c '\"job_id\":\"${id[sleeper]}_')\" -eq 5 ]"
 
 # ---------------------------------------------------------------- [after merge] recommend, plot
 if [ "$has_recommend" = 1 ]; then
@@ -194,8 +217,8 @@ if [ "$has_recommend" = 1 ]; then
     check "[after merge] hpc recommend on the sleeper: less memory than its 8G, from the history tier" json_is rec.ndjson \
         "r[0]['kind'] == 'rec' and r[0]['mem_mb'] < 8192 and r[0]['basis']['mem_mb']['tier'] == 'history'"
     hpc submit --dry-run sleeper.sbatch >dry2.out 2>dry2.err
-    check "[after merge] hpc submit --dry-run shows the #SBATCH diff with a reason" \
-        bash -c "grep -q '^- #SBATCH --mem=8G' dry2.err && grep -A1 '^+ #SBATCH --mem=' dry2.err | grep -q 'why:'"
+    check "[after merge] hpc submit --dry-run shows the change of --mem with a reason" \
+        bash -c "grep -q '^- --mem=8G per node' dry2.err && grep -A1 '^+ --mem=' dry2.err | grep -q 'why:'"
 else
     not_ok "[after merge] hpc-model recommend is not in this tree: hpc recommend says $(hpc recommend sleeper.sbatch 2>&1 | tail -n 1)"
 fi

@@ -17,6 +17,19 @@ pub fn data_dir() -> PathBuf {
     base.join("hpc-sizer")
 }
 
+/// The user the tools act for: `USER` when set, else the name of the uid
+/// (cron and systemd jobs run without `USER`), else the uid itself.
+pub fn user_name() -> String {
+    if let Some(u) = std::env::var("USER").ok().filter(|u| !u.is_empty()) {
+        return u;
+    }
+    let uid = nix::unistd::getuid();
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(u)) => u.name,
+        _ => uid.to_string(),
+    }
+}
+
 /// The database path: the flag, else `HPC_SIZER_DB`, else the data folder's `hpc-sizer.db`.
 pub fn db_path(flag: Option<&Path>) -> PathBuf {
     if let Some(p) = flag {

@@ -531,6 +531,13 @@ pub fn format_mem(mb: f64) -> String {
     }
 }
 
+/// The job an array task or a heterogeneous component belongs to: `123`
+/// for `123_4`, `123_[1-5]` and `123+0`; the id itself otherwise. An
+/// `analysis` record of an array is keyed by this id.
+pub fn parent_job_id(id: &str) -> &str {
+    id.split(['_', '+']).next().unwrap_or(id)
+}
+
 /// A duration as SLURM writes one (`[D-]HH:MM:SS`), whole seconds rounded
 /// up: what `--time` takes back.
 pub fn format_duration(secs: f64) -> String {

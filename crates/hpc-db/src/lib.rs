@@ -15,6 +15,6 @@ pub mod store;
 
 pub use error::{Error, Result};
 pub use store::{
-    job_columns, now_epoch, JobColumn, JobFilter, PutError, PutStats, Store, Writer,
+    job_columns, now_epoch, JobColumn, JobFilter, PutError, PutStats, Store, Writer, PARENT_SQL,
     SCHEMA_VERSION, TOOL_SQL,
 };

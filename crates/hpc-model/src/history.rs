@@ -200,7 +200,10 @@ pub fn read_history(input: Input<'_>, rejects: &mut Rejects) -> Result<History> 
         .into_iter()
         .map(|j| {
             let s = summaries.get(&j.job_id);
-            let a = analyses.get(&j.job_id);
+            // An array's analysis is keyed by the array's id.
+            let a = analyses
+                .get(&j.job_id)
+                .or_else(|| analyses.get(hpc_core::slurm::parent_job_id(&j.job_id)));
             past_of(j, s, a)
         })
         .collect();

@@ -1,6 +1,7 @@
 //! hpc-model: reads a batch script (`analyze`), recommends what to request
 //! at a stated risk of running out (`recommend`), fits per-tool models
-//! (`fit`) and replays a history to measure the advice (`backtest`).
+//! (`fit`), replays a history to measure the advice (`backtest`), plans a
+//! submission (`plan`, `spool`) and sizes a group's job pool (`pool`).
 //!
 //! It reads records (a file or `-`), never the database.
 #![deny(missing_docs)]
@@ -16,6 +17,7 @@ pub mod history;
 pub mod lang;
 pub mod model;
 pub mod nextflow;
+pub mod plan;
 pub mod pool;
 pub mod recommend;
 pub mod risk;
@@ -46,6 +48,8 @@ enum Cmd {
     Fit(fit::FitArgs),
     Backtest(backtest::BacktestArgs),
     Pool(pool::PoolArgs),
+    Plan(plan::PlanArgs),
+    Spool(plan::SpoolArgs),
 }
 
 /// Runs the subcommand the arguments name.
@@ -56,5 +60,7 @@ pub fn main_with(args: Args) -> Result<()> {
         Cmd::Fit(a) => fit::main_with(a),
         Cmd::Backtest(a) => backtest::main_with(a),
         Cmd::Pool(a) => pool::main_with(a),
+        Cmd::Plan(a) => plan::main_with(a),
+        Cmd::Spool(a) => plan::spool_main(a),
     }
 }

@@ -55,9 +55,12 @@ const OPTIONS: &[(&str, Option<char>, Key)] = &[
 /// How the memory was asked for (the last of `--mem`, `--mem-per-cpu`,
 /// `--mem-per-gpu` wins).
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum MemPer {
+pub enum MemPer {
+    /// `--mem`: MiB per node.
     Node(f64),
+    /// `--mem-per-cpu`: MiB per CPU.
     Cpu(f64),
+    /// `--mem-per-gpu`: MiB per GPU.
     Gpu(f64),
 }
 
@@ -69,7 +72,7 @@ struct Gpus {
 }
 
 /// The values as written, before the per-node/per-task products.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Raw {
     mem: Option<MemPer>,
     cpus_per_task: Option<u32>,
@@ -81,7 +84,164 @@ struct Raw {
     gpus: Option<Gpus>,
     gpus_per_node: Option<Gpus>,
     gpus_per_task: Option<Gpus>,
+    exclusive: bool,
     request: Request,
+}
+
+impl Raw {
+    /// `other`'s values over these (the command line over the script).
+    fn overlay(&mut self, other: Raw) {
+        macro_rules! over {
+            ($($f:ident),*) => { $( if other.$f.is_some() { self.$f = other.$f; } )* };
+        }
+        over!(
+            mem,
+            cpus_per_task,
+            ntasks,
+            ntasks_per_node,
+            nodes,
+            time_s,
+            gres,
+            gpus,
+            gpus_per_node,
+            gpus_per_task
+        );
+        let (mine, theirs) = (&mut self.request, other.request);
+        for (a, b) in [
+            (&mut mine.array, theirs.array),
+            (&mut mine.partition, theirs.partition),
+            (&mut mine.account, theirs.account),
+            (&mut mine.qos, theirs.qos),
+            (&mut mine.job_name, theirs.job_name),
+        ] {
+            if b.is_some() {
+                *a = b;
+            }
+        }
+        self.exclusive |= other.exclusive;
+    }
+}
+
+/// What a resource is asked for in, as the script (or command line) wrote it:
+/// the unit the advice for it is written back in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scope {
+    /// `--mem` per node, `--mem-per-cpu`, `--mem-per-gpu` (MiB).
+    Mem(MemPer),
+    /// `--gpus` (job), `--gpus-per-node`, `--gpus-per-task`, `--gres=gpu:...`
+    /// (per node), with the type.
+    Gpus(&'static str, Option<String>),
+}
+
+/// The directive block of a batch script (and the command line over it) as
+/// sbatch reads it.
+#[derive(Debug, Clone, Default)]
+pub struct Directives {
+    raw: Raw,
+    /// The script has a `hetjob` (or `packjob`) separator: components.
+    pub hetjob: bool,
+    /// The line index (0-based) of the first command: the block is above.
+    pub block_end: usize,
+    /// The resources the command line sets (`mem`, `cpus`, `time`, `gpus`).
+    pub from_cli: Vec<&'static str>,
+}
+
+impl Directives {
+    /// Reads the directive block of `text`.
+    pub fn read(text: &str) -> Result<Directives, DirectiveError> {
+        let mut d = Directives::default();
+        let lines: Vec<&str> = text.lines().collect();
+        d.block_end = lines.len();
+        for (i, line) in lines.iter().enumerate() {
+            let rest = match line
+                .strip_prefix("#SBATCH")
+                .or_else(|| line.strip_prefix("#SLURM"))
+            {
+                Some(rest) => rest,
+                None if is_command(line) => {
+                    d.block_end = i;
+                    break;
+                }
+                None => continue,
+            };
+            let words = split_words(rest);
+            if words.iter().any(|w| w == "hetjob" || w == "packjob") {
+                d.hetjob = true;
+            }
+            apply_words(&mut d.raw, &words).map_err(|reason| DirectiveError {
+                line: i + 1,
+                reason,
+            })?;
+        }
+        Ok(d)
+    }
+
+    /// Lays the sbatch options of the command line over the script's; what
+    /// they set is listed in [`Directives::from_cli`].
+    pub fn with_cli(mut self, args: &[String]) -> Result<Directives, String> {
+        let mut cli = Raw::default();
+        apply_words(&mut cli, args)?;
+        let gpus = cli.gpus.is_some()
+            || cli.gpus_per_node.is_some()
+            || cli.gpus_per_task.is_some()
+            || cli.gres.is_some();
+        for (set, name) in [
+            (cli.mem.is_some(), "mem"),
+            (cli.cpus_per_task.is_some(), "cpus"),
+            (cli.time_s.is_some(), "time"),
+            (gpus, "gpus"),
+        ] {
+            if set {
+                self.from_cli.push(name);
+            }
+        }
+        self.raw.overlay(cli);
+        Ok(self)
+    }
+
+    /// The whole-job totals (see [`parse_directives`]).
+    pub fn request(&self) -> Request {
+        totals(self.raw.clone())
+    }
+
+    /// Nodes and tasks as sbatch will give them (1 when not asked).
+    pub fn nodes_tasks(&self) -> (u32, u32) {
+        let r = self.request();
+        (r.nodes.unwrap_or(1), r.ntasks.unwrap_or(1))
+    }
+
+    /// How memory was asked for.
+    pub fn mem(&self) -> Option<MemPer> {
+        self.raw.mem
+    }
+
+    /// True with `--mem=0` (all of each node's memory).
+    pub fn mem_zero(&self) -> bool {
+        matches!(self.raw.mem, Some(MemPer::Node(m)) if m == 0.0)
+    }
+
+    /// True with `--exclusive`.
+    pub fn exclusive(&self) -> bool {
+        self.raw.exclusive
+    }
+
+    /// True when `--cpus-per-task` was given.
+    pub fn has_cpus_per_task(&self) -> bool {
+        self.raw.cpus_per_task.is_some()
+    }
+
+    /// The GPU option the job uses, and the type.
+    pub fn gpu_scope(&self) -> Option<Scope> {
+        let r = &self.raw;
+        [
+            ("--gpus", &r.gpus),
+            ("--gpus-per-node", &r.gpus_per_node),
+            ("--gpus-per-task", &r.gpus_per_task),
+            ("--gres", &r.gres),
+        ]
+        .into_iter()
+        .find_map(|(name, g)| g.as_ref().map(|g| Scope::Gpus(name, g.kind.clone())))
+    }
 }
 
 /// A directive that could not be read: the line (1-based) and why.
@@ -99,23 +259,7 @@ pub struct DirectiveError {
 /// `--gpus`, `--gpus-per-node` x nodes, `--gpus-per-task` x tasks or the
 /// `gpu` entry of `--gres` x nodes.
 pub fn parse_directives(text: &str) -> Result<Request, DirectiveError> {
-    let mut raw = Raw::default();
-    for (i, line) in text.lines().enumerate() {
-        let rest = match line
-            .strip_prefix("#SBATCH")
-            .or_else(|| line.strip_prefix("#SLURM"))
-        {
-            Some(rest) => rest,
-            None if is_command(line) => break,
-            None => continue,
-        };
-        let words = split_words(rest);
-        apply_words(&mut raw, &words).map_err(|reason| DirectiveError {
-            line: i + 1,
-            reason,
-        })?;
-    }
-    Ok(totals(raw))
+    Directives::read(text).map(|d| d.request())
 }
 
 /// True for a line sbatch stops at: neither blank nor a comment.
@@ -158,6 +302,10 @@ fn apply_words(raw: &mut Raw, words: &[String]) -> Result<(), String> {
     while i < words.len() {
         let w = &words[i];
         i += 1;
+        if w == "--exclusive" || w.starts_with("--exclusive=") {
+            raw.exclusive = true;
+            continue;
+        }
         let (key, name, inline) = match find_option(w) {
             Some(found) => found,
             None => {

@@ -22,7 +22,7 @@ use hpc_core::ndjson::Rejects;
 use hpc_core::paths::shown;
 use hpc_core::record::{peek_kind, tag_into};
 use hpc_core::{Error, IoContext, Result};
-use hpc_db::{JobFilter, PutError, PutStats, Store};
+use hpc_db::{JobFilter, PutError, PutStats, Store, PARENT_SQL};
 
 /// What `put` did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -433,7 +433,12 @@ pub fn dump(
                     // One of the fixed names above: safe as a literal.
                     wheres.push(format!("t.kind = '{kind}'"));
                 }
-                if filtered {
+                if filtered && table == "records" {
+                    // An array's analysis is keyed by the array's id.
+                    wheres.push(format!(
+                        "t.job_id IN (SELECT job_id_raw FROM jobs WHERE {cond} UNION SELECT {PARENT_SQL} FROM jobs WHERE {cond})"
+                    ));
+                } else if filtered {
                     wheres.push(format!(
                         "t.job_id IN (SELECT job_id_raw FROM jobs WHERE {cond})"
                     ));
