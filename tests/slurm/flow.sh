@@ -2,7 +2,7 @@
 # tests/slurm/flow.sh: the whole flow through `hpc` on the real SLURM of
 # harness.sh (issue 14).
 #
-# Submits real jobs with `hpc submit` (the monitor and finalizer injected): a
+# Submits real jobs with `hpc submit` (a wrapper runs each script under the monitor and finalizer): a
 # job holding 300 MB with 4 GB requested, one over --mem=200M (killed), an
 # idle sleep with 2 CPUs, a multi-step job (srun steps), a job array, and a
 # job whose probe runs through srun --overlap (HPC_MONITOR_SRUN=1). After
@@ -10,7 +10,7 @@
 # is in the database with sacct's state, MaxRSS and TotalCPU; that each
 # monitored job's series peak agrees with sacct's MaxRSS within 15 %; the
 # flags oom_killed, idle_cpu and mem_overrequest; that `hpc submit
-# --dry-run` shows the injected monitor; that the scheduler resubmits
+# --dry-run` shows the wrapper with the monitor; that the scheduler resubmits
 # itself (two chained runs in sacct) and `hpc scheduler stop` ends the
 # chain; that `hpc doctor` passes and names the absent sources. The checks
 # marked [after merge] need `hpc-model recommend` (and hpc-plot), which
