@@ -6,25 +6,10 @@ use std::path::Path;
 use hpc_core::advice::Backtest;
 use hpc_testkit::Tool;
 
+mod common;
+use common::{find, records, TRACES};
+
 const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
-const TRACES: &str = "/work/shared/traces";
-
-fn records(stdout: &str) -> Vec<Backtest> {
-    stdout
-        .lines()
-        .map(|l| hpc_core::record::from_line(l).unwrap())
-        .collect()
-}
-
-fn find<'a>(recs: &'a [Backtest], policy: &str, risk: Option<f64>) -> &'a Backtest {
-    recs.iter()
-        .find(|b| {
-            b.policy == policy
-                && b.risk.map(|r| (r * 1000.0).round()) == risk.map(|r| (r * 1000.0).round())
-        })
-        .unwrap_or_else(|| panic!("no {policy} {risk:?}"))
-}
-
 /// The MGnify replay, grouped by lineage, scored on jobs whose group has at
 /// least 5 earlier jobs; `None` where the shared traces are absent.
 fn mgnify() -> Option<Vec<Backtest>> {

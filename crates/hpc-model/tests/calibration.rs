@@ -10,28 +10,15 @@ use hpc_core::advice::Backtest;
 use hpc_testkit::Tool;
 
 mod common;
-use common::synth;
+use common::{find, records, synth, TRACES};
 
 const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
-const TRACES: &str = "/work/shared/traces";
-
 fn replay(args: &[&str]) -> Vec<Backtest> {
     let mut all = vec!["backtest", "--format", "ndjson"];
     all.extend_from_slice(args);
     let (code, out, err) = TOOL.cli(&all, "");
     assert_eq!(code, 0, "{err}");
-    out.lines()
-        .map(|l| hpc_core::record::from_line(l).unwrap())
-        .collect()
-}
-
-fn find<'a>(recs: &'a [Backtest], policy: &str, risk: Option<f64>) -> &'a Backtest {
-    recs.iter()
-        .find(|b| {
-            b.policy == policy
-                && b.risk.map(|r| (r * 1e4).round()) == risk.map(|r| (r * 1e4).round())
-        })
-        .unwrap_or_else(|| panic!("no {policy} {risk:?}"))
+    records(&out)
 }
 
 /// The band of item 1, for every risk ours was replayed at.
