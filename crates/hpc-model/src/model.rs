@@ -152,10 +152,17 @@ mod tests {
         let ys: Vec<f64> = xs.iter().map(|x| 1000.0 + 3.0 * x[0]).collect();
         let m = fit(&xs, &ys).unwrap();
         assert_eq!(m.x_max, vec![100.0]);
-        assert!((m.predict(&[1e6]) - 1600.0).abs() < 1e-6, "{}", m.predict(&[1e6]));
+        assert!(
+            (m.predict(&[1e6]) - 1600.0).abs() < 1e-6,
+            "{}",
+            m.predict(&[1e6])
+        );
         assert!((m.predict(&[-50.0]) - 1000.0).abs() < 1e-6);
         let mut bad = ys.clone();
         bad[3] = f64::NAN;
-        assert!(fit(&xs, &bad).is_none(), "a non-finite model is never written");
+        assert!(
+            fit(&xs, &bad).is_none(),
+            "a non-finite model is never written"
+        );
     }
 }
