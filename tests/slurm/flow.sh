@@ -191,10 +191,14 @@ for l in open(sys.argv[2]):
         print(j["job_id"], j["job_name"], j.get("state"), j.get("max_rss_mb"), s.get("peak_rss_mb"))
 EOF
 show "  job name state max_rss_mb peak_rss_mb: " "$(cat peaks.txt)"
+# The series counts every process of the job; sacct's MaxRSS is the largest
+# step's. The batch step's own processes (the wrapper's sh, the script's
+# bash, the srun client: 25-35 MB here) are in the first, not the second:
+# 15 % and 8 MB of slack.
 for j in mem300 steps array overlap; do
     # shellcheck disable=SC2016 # awk's fields
-    check "job $j: a series whose peak is within 15 % of sacct's MaxRSS" awk -v n="flow-$j" '
-        $2 == n { seen++; if ($4 > 0 && $5 > 0 && ($5 - $4 < 0.15 * $4) && ($4 - $5 < 0.15 * $4)) good++ }
+    check "job $j: a series whose peak is within 15 % (+ 8 MB) of sacct's MaxRSS" awk -v n="flow-$j" '
+        $2 == n { seen++; d = 0.15 * $4 + 8; if ($4 > 0 && $5 > 0 && ($5 - $4 < d) && ($4 - $5 < d)) good++ }
         END { exit !(seen > 0 && good == seen) }' peaks.txt
 done
 # shellcheck disable=SC2016 # awk's fields

@@ -138,13 +138,18 @@ fn changes(d: &Directives, rec: &Rec) -> (Vec<Change>, Vec<String>) {
         }
     }
     if let (Some(m), false) = (rec.mem_mb, cli("mem")) {
-        let keep = cold("mem_mb") && (d.mem_zero() || d.mem().is_none());
-        if keep {
-            kept.push(match d.mem_zero() {
-                true => "no history: --mem=0 (each node's whole memory) kept".into(),
-                false => "no history and no --mem: the partition's default kept".into(),
+        if cold("mem_mb") {
+            // No history: what the script asks for stands.
+            kept.push(match (d.mem_zero(), asked.mem_mb) {
+                (true, _) => "no history: --mem=0 (each node's whole memory) kept".into(),
+                (false, None) => "no history and no --mem: the partition's default kept".into(),
+                (false, Some(q)) => format!(
+                    "no history: the memory asked for ({} in all) kept; {}",
+                    format_mem(q),
+                    note("mem_mb")
+                ),
             });
-        } else if !(cold("mem_mb") && asked.mem_mb.is_some_and(|q| q >= m)) {
+        } else {
             let gpus = asked.gpus.unwrap_or(1);
             let (from, to) = match d.mem() {
                 Some(MemPer::Cpu(v)) => (
