@@ -44,6 +44,17 @@ pub enum Cmd {
     Flags(FlagsArgs),
     History(HistoryArgs),
     Export(ExportArgs),
+    Paths(PathsArgs),
+}
+
+#[derive(FromArgs, Debug)]
+/// Print where the tools keep their files: data, db or spool (all, as
+/// name=path lines, without one).
+#[argh(subcommand, name = "paths")]
+pub struct PathsArgs {
+    /// data, db or spool
+    #[argh(positional)]
+    pub name: Option<String>,
 }
 
 /// Declares the argument struct of a subcommand that reads jobs: its own
@@ -278,6 +289,28 @@ pub fn main_with(args: Args) -> Result<()> {
         Cmd::Export(e) => {
             let f = e.filter()?;
             export(&existing(&path)?, &e.parquet, &f)
+        }
+        Cmd::Paths(a) => {
+            let all = [
+                ("data", paths::data_dir()),
+                ("db", path),
+                ("spool", paths::spool_dir(None)),
+            ];
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            match a.name.as_deref() {
+                None => {
+                    for (name, p) in &all {
+                        writeln!(out, "{name}={}", p.display())?;
+                    }
+                }
+                Some(name) => {
+                    let (_, p) = all.iter().find(|(n, _)| *n == name).ok_or_else(|| {
+                        Error::Usage(format!("paths {}: data, db or spool", paths::escaped(name)))
+                    })?;
+                    writeln!(out, "{}", p.display())?;
+                }
+            }
+            Ok(out.flush()?)
         }
     }
 }

@@ -203,3 +203,27 @@ fn closed_pipe_exits_quietly() {
     let first = TOOL.closed_pipe(&["--db", db.to_str().unwrap(), "dump"], drop);
     assert!(first.starts_with("{\"kind\":\"job\""), "{first}");
 }
+
+#[test]
+fn paths_prints_the_defaults_every_tool_uses() {
+    let run = |args: &[&str]| {
+        TOOL.command(args)
+            .env("XDG_DATA_HOME", "/x/data")
+            .env("HPC_SIZER_SPOOL", "/y/spool")
+            .env_remove("HPC_SIZER_DB")
+            .output()
+            .unwrap()
+    };
+    let all = run(&["paths"]);
+    assert_eq!(all.status.code(), Some(0));
+    assert_eq!(
+        text(&all.stdout),
+        "data=/x/data/hpc-sizer\ndb=/x/data/hpc-sizer/hpc-sizer.db\nspool=/y/spool\n"
+    );
+    assert_eq!(
+        text(&run(&["--db", "/z.db", "paths", "db"]).stdout),
+        "/z.db\n"
+    );
+    let bad = run(&["paths", "home"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+}
