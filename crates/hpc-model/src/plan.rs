@@ -252,29 +252,35 @@ fn sh_quote(text: &str) -> String {
 /// TERM, INT and HUP to it, and on every exit path (an `exec` or a trap of
 /// the script's own included) stops the monitor, runs `finalize` and exits
 /// with the script's status.
-pub fn wrapper(script: &str, block_end: usize, monitor: &str, finalize: &str) -> Result<String> {
-    let lines: Vec<&str> = script.lines().collect();
-    if !lines.first().is_some_and(|l| l.starts_with("#!")) {
+/// The script's bytes are kept as they are (a Latin-1 comment included).
+pub fn wrapper(script: &[u8], block_end: usize, monitor: &str, finalize: &str) -> Result<Vec<u8>> {
+    let lines: Vec<&[u8]> = script.split(|b| *b == b'\n').collect();
+    if !lines.first().is_some_and(|l| l.starts_with(b"#!")) {
         return Err(Error::Other(
             "not a batch script: its first line must start with #! (sbatch refuses it too)".into(),
         ));
     }
     let mut delim = String::from("HPC_SUBMIT_SCRIPT_END");
-    while lines.iter().any(|l| *l == delim) {
+    while lines
+        .iter()
+        .any(|l| l.strip_suffix(b"\r").unwrap_or(l) == delim.as_bytes())
+    {
         delim.push('_');
     }
-    let mut w = String::from("#!/bin/sh\n");
-    for l in &lines[1..block_end.max(1)] {
-        w.push_str(l);
-        w.push('\n');
+    let mut w = b"#!/bin/sh\n".to_vec();
+    for l in &lines[1..block_end.clamp(1, lines.len())] {
+        w.extend_from_slice(l);
+        w.push(b'\n');
     }
     let (mon, fin) = (sh_quote(monitor), sh_quote(finalize));
-    w.push_str(&format!(
-        r#"# hpc submit: the script runs unchanged, with its own interpreter, under
-# the monitor; it is finalized on every exit path, keeping its exit status.
-hpc_script=$(mktemp "${{TMPDIR:-/tmp}}/hpc-job.XXXXXX") || exit 1
-cat >"$hpc_script" <<'{delim}'
-{script}{nl}{delim}
+    w.extend_from_slice(format!("# hpc submit: the script runs unchanged, with its own interpreter, under\n# the monitor; it is finalized on every exit path, keeping its exit status.\nhpc_script=$(mktemp \"${{TMPDIR:-/tmp}}/hpc-job.XXXXXX\") || exit 1\ncat >\"$hpc_script\" <<'{delim}'\n").as_bytes());
+    w.extend_from_slice(script);
+    if !script.ends_with(b"\n") {
+        w.push(b'\n');
+    }
+    w.extend_from_slice(
+        format!(
+            r#"{delim}
 chmod 700 "$hpc_script"
 hpc_monitored=0
 if {mon} start; then
@@ -299,16 +305,17 @@ if [ "$hpc_monitored" = 1 ]; then
 fi
 rm -f "$hpc_script"
 exit "$hpc_rc"
-"#,
-        nl = if script.ends_with('\n') { "" } else { "\n" },
-    ));
+"#
+        )
+        .as_bytes(),
+    );
     Ok(w)
 }
 
-/// Writes `text` to `path` privately and atomically.
-fn write_file(path: &str, text: &str) -> Result<()> {
+/// Writes `bytes` to `path` privately and atomically.
+fn write_file(path: &str, bytes: &[u8]) -> Result<()> {
     hpc_core::paths::write_atomic(Path::new(path), |w| {
-        w.write_all(text.as_bytes())?;
+        w.write_all(bytes)?;
         Ok(())
     })
 }
@@ -333,7 +340,7 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
         .with_cli(&args.sbatch)
         .map_err(|e| Error::Usage(format!("the sbatch options: {e}")))?;
     let table = ToolTable::builtin();
-    let mut analysis = crate::analyze::analyze_bytes(path, bytes, &table)?;
+    let mut analysis = crate::analyze::analyze_bytes(path, bytes.clone(), &table)?;
     analysis.request = d.request();
     analysis.user = Some(hpc_core::paths::user_name());
     let mut rejects = Rejects::new("hpc-model");
@@ -383,7 +390,7 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
     if let Some(p) = &args.wrap {
         write_file(
             p,
-            &wrapper(&text, d.block_end, &args.monitor, &args.finalize)?,
+            &wrapper(&bytes, d.block_end, &args.monitor, &args.finalize)?,
         )?;
     }
     if let Some(p) = &args.options {
@@ -392,12 +399,12 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
             s.push_str(o);
             s.push('\n');
         }
-        write_file(p, &s)?;
+        write_file(p, s.as_bytes())?;
     }
     if let Some(p) = &args.analysis {
         let mut line = Vec::new();
         write_tagged(&mut line, "analysis", &plan.analysis)?;
-        write_file(p, &String::from_utf8_lossy(&line))?;
+        write_file(p, &line)?;
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.format.as_str() {
@@ -543,7 +550,8 @@ mod tests {
         let s =
             "#!/bin/tcsh\n  # indented comment\n#SBATCH -p debug\n\necho hi\n#SBATCH --mem=1G\n";
         let d = Directives::read(s).unwrap();
-        let w = wrapper(s, d.block_end, "/m on", "/f").unwrap();
+        let w =
+            String::from_utf8(wrapper(s.as_bytes(), d.block_end, "/m on", "/f").unwrap()).unwrap();
         assert!(
             w.starts_with("#!/bin/sh\n  # indented comment\n#SBATCH -p debug\n\n# hpc submit"),
             "{w}"
@@ -555,6 +563,10 @@ mod tests {
             "{w}"
         );
         assert!(w.contains("if '/m on' start; then"), "{w}");
-        assert!(wrapper("echo no shebang\n", 0, "m", "f").is_err());
+        assert!(wrapper(b"echo no shebang\n", 0, "m", "f").is_err());
+        // Bytes that are not UTF-8 are kept.
+        let latin1 = b"#!/bin/sh\n# caf\xe9\necho\n";
+        let w = wrapper(latin1, 2, "m", "f").unwrap();
+        assert!(w.windows(latin1.len()).any(|x| x == latin1));
     }
 }
