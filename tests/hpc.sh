@@ -356,13 +356,23 @@ mkdir -p "$work/root/proc/fs/lustre" "$work/root/sys/class/infiniband/mlx5_0" "$
 : >"$work/root/dev/nvidia0"
 echo 1 >"$work/root/sys/class/powercap/intel-rapl:0/energy_uj"
 echo 4 >"$work/root/proc/sys/kernel/perf_event_paranoid"
-HPC_DOCTOR_ROOT=$work/root "$hpc" doctor >"$work/doc.out" 2>&1
+# The files the probe reads, not only their folders (hpc-probe --sources).
+for n in 0 1; do
+    printf 'numa_hit 100\nnuma_miss 0\nnuma_foreign 0\ninterleave_hit 0\nlocal_node 100\nother_node 0\n' \
+        >"$work/root/sys/devices/system/node/node$n/numastat"
+done
+mkdir -p "$work/root/proc/fs/lustre/llite/scratch-ffff" "$work/root/sys/class/infiniband/mlx5_0/ports/1/counters"
+printf 'snapshot_time 1.0 secs.usecs\nread_bytes 1 samples [bytes] 4096 4096 4096\n' \
+    >"$work/root/proc/fs/lustre/llite/scratch-ffff/stats"
+for c in port_rcv_data port_xmit_data; do echo 0 >"$work/root/sys/class/infiniband/mlx5_0/ports/1/counters/$c"; done
+echo '{"index":0,"minor_number":0,"uuid":"GPU-0","name":"x"}' >"$work/gpu.fixture"
+HPC_PROBE_GPU_FIXTURE=$work/gpu.fixture HPC_DOCTOR_ROOT=$work/root "$hpc" doctor >"$work/doc.out" 2>&1
 rc=$?
 check "doctor finds Lustre, InfiniBand, RAPL, 2 NUMA nodes and a GPU in a tree that has them" \
     [ "$(grep -c -e '^ok *lustre' -e '^ok *infiniband: mlx5_0' -e '^ok *rapl' -e '^ok *numa: 2 NUMA' -e '^ok *gpus: 1 GPU' "$work/doc.out")" -eq 5 ]
 check "... and says perf counters are off and why" grep -q '^absent perf: .*perf_event_paranoid is 4' "$work/doc.out"
 mkdir -p "$work/empty"
-HPC_DOCTOR_ROOT=$work/empty "$hpc" doctor >"$work/doc2.out" 2>&1
+HPC_PROBE_GPU_FIXTURE=/dev/null HPC_DOCTOR_ROOT=$work/empty "$hpc" doctor >"$work/doc2.out" 2>&1
 check "doctor in a tree without them says absent for each" \
     [ "$(grep -c -e '^absent lustre' -e '^absent infiniband' -e '^absent rapl' -e '^absent gpus' -e '^absent cgroup' -e '^absent perf' "$work/doc2.out")" -eq 6 ]
 fails=$(grep -c '^fail' "$work/doc.out")

@@ -7,6 +7,7 @@
 //! - [`node`]: node-level NUMA, Lustre, RAPL and InfiniBand counters;
 //! - [`perf`]: hardware counters through `perf_event_open`;
 //! - [`gpu`]: the job's GPUs, through NVML or recorded readings;
+//! - [`sources`]: `--sources`, which of these the probe finds on this node;
 //! - [`sampler`]: the per-process bookkeeping that turns readings into samples;
 //! - [`run`]: the sampling loop, signals and output.
 
@@ -18,6 +19,7 @@ pub mod opts;
 pub mod parse;
 pub mod perf;
 pub mod sampler;
+pub mod sources;
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -37,9 +39,13 @@ pub use opts::{Args, Opts, Target};
 pub use sampler::{read_file, read_into};
 
 /// The whole tool, as every hpc-sizer binary's `main` calls it: checks
-/// `args` (with the SLURM environment) and runs. Returns the exit status
+/// `args` (with the SLURM environment) and runs (or, with `--sources`,
+/// prints the node's data sources: see [`sources`]). Returns the exit status
 /// as [`run`] does.
 pub fn main_with(args: Args) -> Result<u8> {
+    if args.sources {
+        return sources::main(&args, |k| std::env::var(k).ok());
+    }
     let opts = Opts::from_args(args, |k| std::env::var(k).ok())?;
     run(&opts)
 }
@@ -330,10 +336,11 @@ pub fn run(opts: &Opts) -> Result<u8> {
     let (watch, out, mut child) = start_target(opts)?;
     let node = node::NodeSources::discover(&opts.proc_root, &opts.sys_root);
     let perf_state = if opts.no_perf {
-        Err("disabled (--no-perf)".to_string())
+        perf::Perf::Disabled
     } else {
-        perf::hardware_available()
-    };
+        perf::check(&opts.proc_root)
+    }
+    .state();
     let host = host_name();
     let start = now_unix();
     let mut meta = build_meta(opts, &watch, &node, &perf_state, &host, start);

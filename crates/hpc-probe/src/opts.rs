@@ -13,7 +13,8 @@ use hpc_core::{Error, Result};
     example = "hpc-probe --job $SLURM_JOB_ID --out $HPC_SIZER_SPOOL/$SLURM_JOB_ID/$(hostname).ndjson &",
     example = "hpc-probe --pid 4242 --interval 2 | hpc-merge",
     example = "hpc-probe --out run.ndjson -- ./solver input.dat",
-    note = "Exit status: 0 on success, on SIGTERM/SIGINT/SIGHUP (after a last sample) or when the watched processes are gone; 1 on a runtime failure (nothing to watch, an output that is a symbolic link or is being written by another probe); 2 on a usage error; with a command, the command's own status (the command never outlives the probe)."
+    example = "hpc-probe --sources",
+    note = "Exit status: 0 on success, on SIGTERM/SIGINT/SIGHUP (after a last sample) or when the watched processes are gone; 1 on a runtime failure (nothing to watch, an output that is a symbolic link or is being written by another probe); 2 on a usage error; with a command, the command's own status (the command never outlives the probe); --sources: 0 whatever the sources are."
 )]
 pub struct Args {
     /// watch the processes of this SLURM job on this node (its cgroup, or
@@ -56,6 +57,14 @@ pub struct Args {
     /// the /sys tree to read (default /sys)
     #[argh(option, default = "PathBuf::from(\"/sys\")")]
     pub sys_root: PathBuf,
+    /// the /dev tree where --sources counts GPU device files (default /dev)
+    #[argh(option, default = "PathBuf::from(\"/dev\")")]
+    pub dev_root: PathBuf,
+    /// print the data sources the probe finds on this node, one
+    /// `STATUS SOURCE DETAIL` line each (cgroup, perf, numa, lustre, rapl,
+    /// infiniband, gpus), and exit 0; watches nothing
+    #[argh(switch)]
+    pub sources: bool,
     /// the command to run and watch, after `--`
     #[argh(positional, greedy)]
     pub command: Vec<String>,
@@ -187,7 +196,7 @@ impl Opts {
             + usize::from(a.pid.is_some())
             + usize::from(!a.command.is_empty());
         if n != 1 {
-            return usage("give exactly one of --job ID, --pid PID or -- COMMAND");
+            return usage("give exactly one of --job ID, --pid PID or -- COMMAND (or --sources)");
         }
         let target = if let Some(j) = a.job {
             if hpc_core::slurm::parse_job_id(&j).is_err() || j.contains('/') {

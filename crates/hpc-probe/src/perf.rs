@@ -7,6 +7,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
 
 /// `PERF_TYPE_HARDWARE`.
 pub const TYPE_HARDWARE: u32 = 0;
@@ -179,18 +180,141 @@ impl PerfSet {
 /// Whether this kernel has a hardware PMU the probe may use: tries to open
 /// an instruction counter on the probe itself. `Err` says why not.
 pub fn hardware_available() -> Result<(), String> {
-    match Counter::open(TYPE_HARDWARE, HW_INSTRUCTIONS, 0) {
-        Ok(c) => c.read().map(|_| ()).map_err(|e| format!("read: {e}")),
-        Err(e) => Err(match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
-                "no hardware PMU".to_string()
-            }
-            Some(libc::EACCES) | Some(libc::EPERM) => {
-                "not allowed (kernel.perf_event_paranoid)".to_string()
-            }
-            _ => format!("perf_event_open: {e}"),
-        }),
+    open_test_counter().map_err(|e| refusal(&e))
+}
+
+/// Opens and reads an instruction counter on the probe itself.
+fn open_test_counter() -> io::Result<()> {
+    Counter::open(TYPE_HARDWARE, HW_INSTRUCTIONS, 0)?
+        .read()
+        .map(|_| ())
+}
+
+/// Why the test counter did not open, in a few words.
+fn refusal(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => {
+            "no hardware PMU".to_string()
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            "not allowed (kernel.perf_event_paranoid)".to_string()
+        }
+        Some(libc::ENOSYS) => "no perf_event_open in this kernel".to_string(),
+        _ => format!("perf_event_open: {e}"),
     }
+}
+
+/// `CAP_SYS_ADMIN`.
+const CAP_SYS_ADMIN: u32 = 21;
+/// `CAP_PERFMON` (Linux 5.8).
+const CAP_PERFMON: u32 = 38;
+
+/// Whether the probe may use hardware counters, and why not: what
+/// [`check`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Perf {
+    /// A test counter opened and read; the `perf_event_paranoid` level.
+    Available {
+        /// `kernel.perf_event_paranoid`.
+        paranoid: i32,
+    },
+    /// Not looked at (`--no-perf`).
+    Disabled,
+    /// No `sys/kernel/perf_event_paranoid` under the /proc root: a kernel
+    /// (or container) without perf events.
+    NoSupport,
+    /// `perf_event_paranoid` above 2 and the probe has neither
+    /// `CAP_PERFMON` nor `CAP_SYS_ADMIN`: the kernel refuses users.
+    Paranoid(i32),
+    /// The paranoid level allows it but the test counter did not open.
+    Refused {
+        /// `kernel.perf_event_paranoid`.
+        paranoid: i32,
+        /// The errno of `perf_event_open` or `read`, when there was one.
+        errno: Option<i32>,
+        /// Why, in a few words (the meta's `perf_reason`).
+        why: String,
+    },
+}
+
+impl Perf {
+    /// `Ok` when the counters may be used, else why not (the meta's
+    /// `perf_reason`).
+    pub fn state(&self) -> Result<(), String> {
+        match self {
+            Perf::Available { .. } => Ok(()),
+            Perf::Disabled => Err("disabled (--no-perf)".into()),
+            Perf::NoSupport => Err("no perf_event support (no kernel.perf_event_paranoid)".into()),
+            Perf::Paranoid(p) => Err(format!("not allowed (kernel.perf_event_paranoid is {p})")),
+            Perf::Refused { why, .. } => Err(why.clone()),
+        }
+    }
+}
+
+/// Whether the probe may open hardware counters. `kernel.perf_event_paranoid`
+/// is read under `proc_root` (none: no perf events). On the real `/proc` the
+/// kernel decides: a test counter is opened on the probe itself, and a
+/// refusal with a level above 2 is reported as that level (a vanilla kernel
+/// treats 3 and 4 as 2 and lets users count their own processes; distribution
+/// kernels refuse them). Under another root (a fixture tree, whose kernel is
+/// not this one) the files decide: a level above 2 refuses a probe without
+/// `CAP_PERFMON` or `CAP_SYS_ADMIN` (the `CapEff` of `proc_root/self/status`).
+/// The sampler and `--sources` both ask this.
+pub fn check(proc_root: &Path) -> Perf {
+    let Some(paranoid) = read_paranoid(proc_root) else {
+        return Perf::NoSupport;
+    };
+    let refuses = paranoid > 2 && !privileged(proc_root);
+    if proc_root != Path::new("/proc") {
+        return if refuses {
+            Perf::Paranoid(paranoid)
+        } else {
+            Perf::Available { paranoid }
+        };
+    }
+    match open_test_counter() {
+        Ok(()) => Perf::Available { paranoid },
+        Err(e) => match e.raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EPERM) if refuses => Perf::Paranoid(paranoid),
+            errno => Perf::Refused {
+                paranoid,
+                errno,
+                why: match errno {
+                    // The paranoid level allows it: something else refuses.
+                    Some(libc::EACCES) | Some(libc::EPERM) => format!(
+                        "not allowed although kernel.perf_event_paranoid is {paranoid} (seccomp or a security module)"
+                    ),
+                    _ => refusal(&e),
+                },
+            },
+        },
+    }
+}
+
+/// `kernel.perf_event_paranoid` under `proc_root`.
+pub fn read_paranoid(proc_root: &Path) -> Option<i32> {
+    std::fs::read_to_string(proc_root.join("sys/kernel/perf_event_paranoid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Whether `proc_root/self/status` gives the probe `CAP_PERFMON` or
+/// `CAP_SYS_ADMIN`.
+fn privileged(proc_root: &Path) -> bool {
+    std::fs::read_to_string(proc_root.join("self/status"))
+        .ok()
+        .and_then(|s| cap_eff(&s))
+        .is_some_and(|c| c & (1 << CAP_PERFMON | 1 << CAP_SYS_ADMIN) != 0)
+}
+
+/// The `CapEff:` mask of a `/proc/PID/status` text.
+pub fn cap_eff(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
 }
 
 #[cfg(test)]
@@ -256,6 +380,45 @@ mod tests {
             }
             Err(why) => assert!(!why.is_empty()),
         }
+    }
+
+    #[test]
+    fn paranoid_above_2_refuses_an_unprivileged_probe() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        assert_eq!(check(root), Perf::NoSupport, "no perf_event_paranoid");
+        std::fs::create_dir_all(root.join("sys/kernel")).unwrap();
+        std::fs::write(root.join("sys/kernel/perf_event_paranoid"), "4\n").unwrap();
+        assert_eq!(
+            check(root),
+            Perf::Paranoid(4),
+            "no self/status: no capability"
+        );
+        assert_eq!(
+            Perf::Paranoid(4).state(),
+            Err("not allowed (kernel.perf_event_paranoid is 4)".into())
+        );
+        std::fs::create_dir_all(root.join("self")).unwrap();
+        std::fs::write(
+            root.join("self/status"),
+            "Name:\tx\nCapEff:\t0000000000000000\n",
+        )
+        .unwrap();
+        assert_eq!(check(root), Perf::Paranoid(4));
+        // CAP_PERFMON (or root's full set): the test counter decides.
+        std::fs::write(root.join("self/status"), "CapEff:\t0000004000000000\n").unwrap();
+        assert!(matches!(
+            check(root),
+            Perf::Available { paranoid: 4 } | Perf::Refused { paranoid: 4, .. }
+        ));
+        std::fs::write(root.join("sys/kernel/perf_event_paranoid"), "2\n").unwrap();
+        std::fs::write(root.join("self/status"), "CapEff:\t0\n").unwrap();
+        assert!(matches!(
+            check(root),
+            Perf::Available { paranoid: 2 } | Perf::Refused { paranoid: 2, .. }
+        ));
+        assert_eq!(cap_eff("CapEff:\t000001fffeffffff\n"), Some(0x1fffeffffff));
+        assert_eq!(cap_eff("CapPrm:\t1\n"), None);
     }
 
     #[test]
