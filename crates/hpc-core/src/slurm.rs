@@ -843,6 +843,19 @@ pub fn expand_hostlist(s: &str, limit: usize) -> Result<Vec<String>, String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_parent_of_an_array_task_or_a_component_is_its_job() {
+        for (id, parent) in [
+            ("123_4", "123"),
+            ("123_[1-5]", "123"),
+            ("123+0", "123"),
+            ("123", "123"),
+        ] {
+            assert_eq!(parent_job_id(id), parent);
+        }
+    }
+
     use super::*;
 
     const MB: f64 = 1024.0 * 1024.0;

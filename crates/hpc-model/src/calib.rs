@@ -196,6 +196,8 @@ struct Group {
     log_weight: f64,
     /// Whether a job of the group ever needed more than its request.
     over_request: bool,
+    /// Jobs of the group that ran past their limit.
+    censored: usize,
 }
 
 impl Group {
@@ -221,6 +223,9 @@ pub struct Pred {
     pub max_seen: f64,
     /// Earlier jobs of the group that ran past their limit.
     pub censored: usize,
+    /// A job of the group needed more than it asked for (or ran out): the
+    /// advice may exceed the request.
+    pub over_request: bool,
     /// The share of the risk budget the job gets: its expected cost
     /// (exp(centre) x the group's typical weight) over the typical job's,
     /// to the power [`COST_POWER`], within [1 / [`COST_SPAN`], [`COST_SPAN`]].
@@ -243,7 +248,6 @@ impl Pred {
 #[derive(Debug, Default)]
 pub struct Sizer {
     groups: HashMap<String, Group>,
-    censored: HashMap<String, usize>,
     hist: Resid,
     model: Resid,
     /// Scores of earlier jobs, sorted ascending.
@@ -269,7 +273,7 @@ impl Sizer {
                 best = (c, s, Predictor::Model);
             }
         }
-        let censored = self.censored.get(group).copied().unwrap_or(0);
+        let censored = g.censored;
         let cost = best.0 + g.log_weight / g.n as f64;
         let share = if self.jobs > 0.0 {
             (COST_POWER * (cost - self.log_cost / self.jobs))
@@ -291,6 +295,7 @@ impl Sizer {
             floor,
             max_seen: g.max_seen,
             censored,
+            over_request: g.over_request,
             share,
         })
     }
@@ -334,7 +339,7 @@ impl Sizer {
         let g = self.groups.entry(group.to_owned()).or_default();
         let y = if censored {
             g.max_limit = g.max_limit.max(value);
-            *self.censored.entry(group.to_owned()).or_default() += 1;
+            g.censored += 1;
             (2.0 * value).ln()
         } else {
             g.max_seen = g.max_seen.max(value);
@@ -477,9 +482,7 @@ impl Calibrated {
         request: Option<f64>,
     ) -> Option<(Pred, Vec<f64>)> {
         let p = self.sizer.predict(group, input)?;
-        let cap = request
-            .filter(|_| !self.sizer.groups.get(group).is_some_and(|g| g.over_request))
-            .unwrap_or(f64::INFINITY);
+        let cap = request.filter(|_| !p.over_request).unwrap_or(f64::INFINITY);
         let values = self
             .levels
             .iter()

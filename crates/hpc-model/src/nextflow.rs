@@ -301,7 +301,6 @@ fn advise_one(
     risk: f64,
     rounding: Rounding,
 ) -> (Vec<(String, usize, Advised)>, Level) {
-    let mut cal = Calibrated::new(&[risk], rounding);
     let mut order: Vec<String> = Vec::new();
     let mut count: HashMap<&str, usize> = HashMap::new();
     for job in &trace.jobs {
@@ -310,17 +309,18 @@ fn advise_one(
             order.push(job.group.clone());
         }
         *n += 1;
-        let advice = cal.advise(&job.group, None, None).map(|a| a.1);
-        let seen = Seen {
-            group: &job.group,
-            input: None,
-            value: job.used,
-            censored: false,
-            weight: job.weight,
-            request: None,
-        };
-        cal.learn(seen, advice.as_deref());
     }
+    // Per process, whatever the input: the advice goes into a config that
+    // every task of the process shares.
+    let mut cal = Calibrated::new(&[risk], rounding);
+    cal.replay(trace.jobs.iter().map(|job| Seen {
+        group: &job.group,
+        input: None,
+        value: job.used,
+        censored: false,
+        weight: job.weight,
+        request: None,
+    }));
     let out = order
         .into_iter()
         .map(|g| {

@@ -313,8 +313,8 @@ exit "$hpc_rc"
 }
 
 /// Writes `bytes` to `path` privately and atomically.
-fn write_file(path: &str, bytes: &[u8]) -> Result<()> {
-    hpc_core::paths::write_atomic(Path::new(path), |w| {
+fn write_file(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
+    hpc_core::paths::write_atomic(path.as_ref(), |w| {
         w.write_all(bytes)?;
         Ok(())
     })
@@ -453,10 +453,7 @@ pub fn spool_main(args: SpoolArgs) -> Result<()> {
     let path = dir.join(format!("{}.analysis.ndjson", args.job_id));
     let mut line = Vec::new();
     write_tagged(&mut line, "analysis", &a)?;
-    hpc_core::paths::write_atomic(&path, |w| {
-        w.write_all(&line)?;
-        Ok(())
-    })
+    write_file(&path, &line)
 }
 
 #[cfg(test)]

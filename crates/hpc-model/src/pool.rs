@@ -281,11 +281,7 @@ impl Opts {
             (Some(Kind::Cpu), _, _, None) => Err(usage("--next cpu needs a CPU job".into())),
             _ => Ok(()),
         }?;
-        let user = a
-            .user
-            .clone()
-            .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
-            .ok_or_else(|| usage("no --user and no $USER".into()))?;
+        let user = a.user.clone().unwrap_or_else(hpc_core::paths::user_name);
         Ok(Opts {
             gpu_job,
             cpu_job,

@@ -236,7 +236,7 @@ fn level_note(l: &Level, p: &Pred) -> (f64, String) {
 
 /// Memory: the calibrated sizer over the history, else the fitted model,
 /// else the heuristic.
-fn memory(i: &Inputs) -> (f64, Basis) {
+fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
     let an = i.analysis;
     if let Some((p, value, level)) = calibrated(i, Resource::Mem) {
         let (at, said) = level_note(&level, &p);
@@ -266,12 +266,9 @@ fn memory(i: &Inputs) -> (f64, Basis) {
     let pct = percent(i.risk);
     // Too little history for the sizer's spread: the script's own jobs, when
     // there are 5, bound by the log-normal tail at the stated risk.
-    let points: Vec<Point> = matching(an, i.history)
-        .iter()
-        .filter_map(|p| p.mem_point())
-        .collect();
+    let points: Vec<Point> = past.iter().filter_map(|p| p.mem_point()).collect();
     if points.len() >= MIN_HISTORY {
-        if let Some(b) = risk::upper_bound(&points, i.risk, risk::Scale::Log) {
+        if let Some(b) = risk::upper_bound(&points, i.risk) {
             let top = points.iter().map(|p| p.value).fold(0.0, f64::max);
             let note = format!(
                 "{} earlier {} jobs of yours peaked at most {}: too few jobs in the history to calibrate, the log-normal bound at {pct} % risk",
@@ -417,7 +414,7 @@ pub fn recommend(i: &Inputs) -> Rec {
         request: Some(an.request.clone()),
         basis: Default::default(),
     };
-    let (mem, why) = memory(i);
+    let (mem, why) = memory(i, &past);
     rec.mem_mb = Some(mem);
     rec.basis.insert("mem_mb".into(), why);
     if let Some((c, why)) = cpus(i, &past) {

@@ -1,7 +1,9 @@
-//! The upper bounds that `recommend` and `backtest` request at a stated
-//! risk: a distribution-free order statistic when there are enough past
-//! values, else the predictive bound of a normal (or log-normal) tail with a
-//! Student-t factor. The formulas are in `man hpc-model` (RECOMMEND).
+//! The upper bound `recommend` gives a script's own few jobs before the
+//! history calibrates (see [`crate::calib`]): a distribution-free order
+//! statistic when there are enough past values, else the predictive bound of
+//! a log-normal tail with a Student-t factor; and the quantiles, t and
+//! normal functions the rest of the crate uses. The formulas are in
+//! `man hpc-model` (RECOMMEND).
 
 /// One past value: what a job used, or (censored) a limit it ran past.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -22,15 +24,6 @@ impl Point {
     }
 }
 
-/// The scale a tail is fitted on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scale {
-    /// Values are log-normal (memory, time): the bound is fitted on logs.
-    Log,
-    /// Values are normal (residuals of a model).
-    Linear,
-}
-
 /// How a bound was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -38,8 +31,6 @@ pub enum Method {
     OrderStatistic,
     /// exp(mean + t(n-1, 1-r) sd sqrt(1 + 1/n)) of the logs.
     LognormalT,
-    /// mean + t(n-1, 1-r) sd sqrt(1 + 1/n).
-    NormalT,
 }
 
 impl Method {
@@ -48,7 +39,6 @@ impl Method {
         match self {
             Method::OrderStatistic => "order statistic",
             Method::LognormalT => "lognormal-t",
-            Method::NormalT => "normal-t",
         }
     }
 }
@@ -79,59 +69,35 @@ pub fn rank(n: usize, r: f64) -> Option<usize> {
 /// for the order statistic; in the tail fit they are replaced by their
 /// expected value above the limit under the fitted normal (a few rounds of
 /// the inverse Mills ratio).
-pub fn upper_bound(points: &[Point], r: f64, scale: Scale) -> Option<Bound> {
+pub fn upper_bound(points: &[Point], r: f64) -> Option<Bound> {
+    let n = points.len();
+    if n < MIN_TAIL {
+        return None;
+    }
     let mut seen: Vec<f64> = points
         .iter()
         .filter(|p| !p.censored)
         .map(|p| p.value)
         .collect();
     seen.sort_by(f64::total_cmp);
-    let limits: Vec<f64> = points
-        .iter()
-        .filter(|p| p.censored)
-        .map(|p| p.value)
-        .collect();
-    let n = seen.len() + limits.len();
-    if n < MIN_TAIL {
-        return None;
-    }
     if let Some(k) = rank(n, r).filter(|&k| k <= seen.len()) {
         return Some(Bound {
             value: seen[k - 1],
             method: Method::OrderStatistic,
         });
     }
-    let points: Vec<Point> = seen
-        .iter()
-        .map(|&v| Point::seen(v))
-        .chain(limits.iter().map(|&v| Point {
-            value: v,
-            censored: true,
-        }))
-        .collect();
-    let (mean, sd) = censored_moments(&points, scale);
-    let (var, df) = (sd * sd, (n - 1) as f64);
-    let t = t_quantile(df, 1.0 - r);
-    let z = mean + t * var.sqrt() * (1.0 + 1.0 / n as f64).sqrt();
-    Some(match scale {
-        Scale::Log => Bound {
-            value: z.exp(),
-            method: Method::LognormalT,
-        },
-        Scale::Linear => Bound {
-            value: z,
-            method: Method::NormalT,
-        },
+    let (mean, sd) = censored_moments(points);
+    let t = t_quantile((n - 1) as f64, 1.0 - r);
+    Some(Bound {
+        value: (mean + t * sd * (1.0 + 1.0 / n as f64).sqrt()).exp(),
+        method: Method::LognormalT,
     })
 }
 
-/// Mean and sample standard deviation of the points on `scale`, censored
+/// Mean and sample standard deviation of the logs of the points, censored
 /// points imputed as mu + sd * phi(a)/(1 - Phi(a)), a = (limit - mu)/sd.
-fn censored_moments(points: &[Point], scale: Scale) -> (f64, f64) {
-    let on = |v: f64| match scale {
-        Scale::Log => v.max(1e-9).ln(),
-        Scale::Linear => v,
-    };
+fn censored_moments(points: &[Point]) -> (f64, f64) {
+    let on = |v: f64| v.max(1e-9).ln();
     let raw: Vec<(f64, bool)> = points.iter().map(|p| (on(p.value), p.censored)).collect();
     let mut vals: Vec<f64> = raw.iter().map(|p| p.0).collect();
     let mut moments = mean_sd(&vals);
@@ -349,23 +315,23 @@ mod tests {
             .into_iter()
             .map(Point::seen)
             .collect();
-        let b = upper_bound(&pts, 0.01, Scale::Log).unwrap();
+        let b = upper_bound(&pts, 0.01).unwrap();
         assert_eq!(b.method, Method::LognormalT);
         assert!(b.value > 13.0 && b.value < 30.0, "{b:?}");
-        assert!(upper_bound(&pts[..2], 0.01, Scale::Log).is_none());
+        assert!(upper_bound(&pts[..2], 0.01).is_none());
     }
 
     #[test]
     fn a_censored_job_raises_the_bound() {
         let base: Vec<Point> = (0..100).map(|i| Point::seen(100.0 + i as f64)).collect();
-        let b = upper_bound(&base, 0.05, Scale::Log).unwrap();
+        let b = upper_bound(&base, 0.05).unwrap();
         assert_eq!(b.method, Method::OrderStatistic);
         let mut more = base.clone();
         more.iter_mut().take(6).for_each(|p| {
             p.value = 150.0;
             p.censored = true;
         });
-        let c = upper_bound(&more, 0.05, Scale::Log).unwrap();
+        let c = upper_bound(&more, 0.05).unwrap();
         assert!(c.value > b.value, "{c:?} vs {b:?}");
     }
 
@@ -389,7 +355,7 @@ mod tests {
             let pts: Vec<Point> = (0..6)
                 .map(|_| Point::seen((3.0 + normal()).exp()))
                 .collect();
-            let b = upper_bound(&pts, 0.05, Scale::Log).unwrap();
+            let b = upper_bound(&pts, 0.05).unwrap();
             if (3.0 + normal()).exp() > b.value {
                 over += 1;
             }
