@@ -21,8 +21,8 @@
 //!
 //! The bound at level a is exp(centre + s q(a)), at most [`HISTORY_CAP`]
 //! times the group's largest value for the history predictor, where q(a) is
-//! the split conformal quantile of all earlier scores: the k-th smallest of
-//! m, k = ceil((1 - a)(m + 1)); with fewer than [`MIN_SCORES`] scores or too
+//! the split conformal quantile of the earlier scores (the latest
+//! [`SCORE_WINDOW`]): the k-th smallest of m, k = ceil((1 - a)(m + 1)); with fewer than [`MIN_SCORES`] scores or too
 //! few for that rank, the Student-t quantile t(max(m, 5) - 1, 1 - a). It is
 //! then rounded as the caller rounds (floor, step), and never above the
 //! job's own request in a group none of whose jobs needed more than it
@@ -67,6 +67,10 @@ pub const MIN_SCALE: f64 = 0.05;
 pub const MIN_FIT: usize = 10;
 /// The step of the adaptive level, as a share of the stated risk.
 pub const GAMMA: f64 = 0.5;
+/// The threshold looks at this many latest scores: enough for the rank of
+/// the smallest level a job is sized at (1/100 of a 1 % risk), and a bound
+/// on the cost of keeping them sorted over a long history.
+pub const SCORE_WINDOW: usize = 10_000;
 /// With fewer scores than this, the threshold is Student's t with this
 /// many less one degrees of freedom.
 pub const MIN_SCORES: usize = 5;
@@ -250,8 +254,10 @@ pub struct Sizer {
     groups: HashMap<String, Group>,
     hist: Resid,
     model: Resid,
-    /// Scores of earlier jobs, sorted ascending.
+    /// The latest scores ([`SCORE_WINDOW`]), sorted ascending, and in the
+    /// order they came.
     scores: Vec<f64>,
+    arrived: VecDeque<f64>,
     /// Sum and count of the logs of the costs (value x weight) of all jobs.
     log_cost: f64,
     jobs: f64,
@@ -300,6 +306,20 @@ impl Sizer {
         })
     }
 
+    /// Keeps `z`, dropping the oldest score beyond [`SCORE_WINDOW`].
+    fn add_score(&mut self, z: f64) {
+        if self.arrived.len() == SCORE_WINDOW {
+            if let Some(old) = self.arrived.pop_front() {
+                if let Ok(i) = self.scores.binary_search_by(|s| s.total_cmp(&old)) {
+                    self.scores.remove(i);
+                }
+            }
+        }
+        self.arrived.push_back(z);
+        let at = self.scores.partition_point(|s| *s < z);
+        self.scores.insert(at, z);
+    }
+
     /// The score threshold at level `a` (see the module doc).
     pub fn quantile(&self, a: f64) -> f64 {
         let m = self.scores.len();
@@ -332,8 +352,7 @@ impl Sizer {
         if !censored {
             if let Some(p) = self.predict(group, input) {
                 let z = (value.ln() - p.centre) / p.scale;
-                let at = self.scores.partition_point(|s| *s < z);
-                self.scores.insert(at, z);
+                self.add_score(z);
             }
         }
         let g = self.groups.entry(group.to_owned()).or_default();
@@ -548,6 +567,17 @@ mod tests {
             m.update(true);
         }
         assert!(m.level < 0.01 && m.level >= 0.0005, "{m:?}");
+    }
+
+    #[test]
+    fn the_scores_kept_are_the_latest_window() {
+        let mut s = Sizer::default();
+        for i in 0..SCORE_WINDOW + 100 {
+            s.add_score(i as f64);
+        }
+        assert_eq!(s.scores.len(), SCORE_WINDOW);
+        assert_eq!(s.scores[0], 100.0, "the oldest 100 are gone");
+        assert!(s.scores.windows(2).all(|w| w[0] <= w[1]));
     }
 
     #[test]

@@ -21,6 +21,9 @@ use crate::risk::{self, Point};
 use crate::tools::ToolTable;
 use crate::trace::Resource;
 
+/// The calibrated sizer replays at most this many latest jobs of the
+/// history (about 0.1 s; a whole centre's history took minutes).
+pub const MAX_REPLAY: usize = 20_000;
 /// The fewest earlier jobs CPUs and GPUs are sized from.
 pub const MIN_HISTORY: usize = 5;
 /// CPUs and GPUs look at this many latest matching jobs at most.
@@ -152,7 +155,8 @@ fn percent(r: f64) -> String {
         .to_string()
 }
 
-/// Replays the history through the calibrated sizer of [`crate::calib`]
+/// Replays the history (its latest [`MAX_REPLAY`] jobs) through the
+/// calibrated sizer of [`crate::calib`]
 /// (the script's own earlier jobs under one group, every other user and
 /// tool under its own) and returns its advice for the script: the
 /// prediction, the rounded value and the level it was sized at.
@@ -172,8 +176,8 @@ fn calibrated(i: &Inputs, resource: Resource) -> Option<(Pred, f64, Level)> {
             an.request.time_s,
         ),
     };
-    let keys: Vec<String> = i
-        .history
+    let recent = &i.history[i.history.len().saturating_sub(MAX_REPLAY)..];
+    let keys: Vec<String> = recent
         .iter()
         .map(|p| {
             if is_match(an, p) {
@@ -184,7 +188,7 @@ fn calibrated(i: &Inputs, resource: Resource) -> Option<(Pred, f64, Level)> {
         })
         .collect();
     let mut cal = Calibrated::new(&[i.risk], rounding);
-    cal.replay(i.history.iter().zip(&keys).filter_map(|(p, key)| {
+    cal.replay(recent.iter().zip(&keys).filter_map(|(p, key)| {
         let (pt, weight, request) = of(p);
         let pt = pt?;
         Some(Seen {
