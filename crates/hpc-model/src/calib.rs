@@ -6,6 +6,10 @@
 //! tool, a Nextflow process) the sizer has two point predictors of the log of
 //! what the job will use:
 //! - history: the mean of the logs of the group's last [`WINDOW`] values;
+//! - recent: the mean of the history centre and the exponentially weighted
+//!   mean of the logs, each new value weighing [`RECENT_WEIGHT`] in the
+//!   latter (a group whose jobs come in runs of similar size, or that
+//!   drifts, is followed within a few jobs, without forgetting its past);
 //! - model: least squares of log(value) on log(input) over the group's jobs
 //!   with an input size, once there are [`MIN_FIT`] of them (the input is
 //!   clamped to the range fitted on, widened by a factor 2 each way, so the
@@ -54,6 +58,8 @@ use crate::risk;
 
 /// The history predictor averages the logs of this many latest values.
 pub const WINDOW: usize = 200;
+/// The weight of the newest value in the recent predictor's mean.
+pub const RECENT_WEIGHT: f64 = 0.2;
 /// The weight, in residuals, of the spread over all groups in a group's
 /// scale.
 pub const POOL_WEIGHT: f64 = 20.0;
@@ -88,8 +94,11 @@ pub const CENSORED_FLOOR: f64 = 1.25;
 /// Which predictor sized a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Predictor {
-    /// The group's recent values.
+    /// The mean of the group's latest values.
     History,
+    /// Half the history centre, half the exponentially weighted mean of
+    /// the group's values.
+    Recent,
     /// The group's regression on input size.
     Model,
 }
@@ -99,6 +108,7 @@ impl Predictor {
     pub fn name(self) -> &'static str {
         match self {
             Predictor::History => "history",
+            Predictor::Recent => "recent",
             Predictor::Model => "model",
         }
     }
@@ -193,6 +203,9 @@ struct Group {
     n: usize,
     hist: Resid,
     model: Resid,
+    /// The recent predictor: its mean and residuals.
+    ewma: Option<f64>,
+    ewma_resid: Resid,
     ols: Ols,
     max_seen: f64,
     max_limit: f64,
@@ -207,6 +220,12 @@ struct Group {
 impl Group {
     fn centre(&self) -> Option<f64> {
         (!self.recent.is_empty()).then(|| self.sum / self.recent.len() as f64)
+    }
+
+    /// The recent predictor's centre: the mean of the history centre and
+    /// the exponentially weighted mean.
+    fn blend(&self) -> Option<f64> {
+        Some((self.centre()? + self.ewma?) / 2.0)
     }
 }
 
@@ -241,7 +260,7 @@ impl Pred {
     pub fn at(&self, q: f64) -> f64 {
         let v = (self.centre + self.scale * q).exp();
         let v = match self.predictor {
-            Predictor::History => v.min(HISTORY_CAP * self.max_seen),
+            Predictor::History | Predictor::Recent => v.min(HISTORY_CAP * self.max_seen),
             Predictor::Model => v,
         };
         v.max(self.floor)
@@ -254,6 +273,7 @@ pub struct Sizer {
     groups: HashMap<String, Group>,
     hist: Resid,
     model: Resid,
+    recent: Resid,
     /// The latest scores ([`SCORE_WINDOW`]), sorted ascending, and in the
     /// order they came.
     scores: Vec<f64>,
@@ -271,11 +291,16 @@ impl Sizer {
         let centre = g.centre()?;
         let scale = g.hist.scale(&self.hist)?;
         let mut best = (centre, scale, Predictor::History);
+        if let (Some(c), Some(s)) = (g.blend(), g.ewma_resid.scale(&self.recent)) {
+            if s < best.1 {
+                best = (c, s, Predictor::Recent);
+            }
+        }
         let model = input
             .filter(|x| *x > 0.0)
             .and_then(|x| g.ols.predict(x.ln()));
         if let (Some(c), Some(s)) = (model, g.model.scale(&self.model)) {
-            if g.model.k >= MIN_SCORES as f64 && s < scale {
+            if g.model.k >= MIN_SCORES as f64 && s < best.1 {
                 best = (c, s, Predictor::Model);
             }
         }
@@ -369,11 +394,16 @@ impl Sizer {
                 g.hist.add(y - c);
                 self.hist.add(y - c);
             }
+            if let Some(c) = g.blend() {
+                g.ewma_resid.add(y - c);
+                self.recent.add(y - c);
+            }
             if let Some(c) = x.and_then(|x| g.ols.predict(x)) {
                 g.model.add(y - c);
                 self.model.add(y - c);
             }
         }
+        g.ewma = Some(g.ewma.map_or(y, |e| e + RECENT_WEIGHT * (y - e)));
         g.recent.push_back(y);
         g.sum += y;
         if g.recent.len() > WINDOW {
@@ -620,6 +650,39 @@ mod tests {
         let (p, v) = c.advise("oom", None, None).unwrap();
         assert_eq!(p.censored, 12);
         assert!(v[0] >= 1.25 * 16384.0, "{v:?}");
+    }
+
+    #[test]
+    fn the_recent_predictor_follows_a_group_that_moved_to_larger_jobs() {
+        let mut c = Calibrated::new(
+            &[0.01],
+            Rounding {
+                floor: 1.0,
+                step: 1.0,
+            },
+        );
+        let job = |value: f64| Seen {
+            group: "g",
+            input: None,
+            value,
+            censored: false,
+            weight: 1.0,
+            request: None,
+        };
+        for i in 0..100 {
+            c.replay([job(1000.0 * (0.97 + 0.01 * (i % 7) as f64))]);
+        }
+        let (before, _) = c.advise("g", None, None).unwrap();
+        assert_eq!(before.predictor, Predictor::History, "{before:?}");
+        for i in 0..30 {
+            c.replay([job(4000.0 * (0.97 + 0.01 * (i % 7) as f64))]);
+        }
+        let (p, _) = c.advise("g", None, None).unwrap();
+        assert_eq!(p.predictor, Predictor::Recent, "{p:?}");
+        // The 200-job mean sits near 1400; the recent centre is well above.
+        let g = &c.sizer.groups["g"];
+        assert!(g.centre().unwrap().exp() < 1500.0);
+        assert!(p.centre.exp() > 2200.0, "{p:?}");
     }
 
     #[test]

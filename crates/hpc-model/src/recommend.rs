@@ -246,6 +246,7 @@ fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
         let (at, said) = level_note(&level, &p);
         let by = match p.predictor {
             Predictor::History => String::new(),
+            Predictor::Recent => ", sized by the latest of them above all".into(),
             Predictor::Model => format!(
                 ", sized by their input size ({:.0} MiB here)",
                 an.input_mb.unwrap_or(0.0)
@@ -260,7 +261,7 @@ fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
             said
         );
         let tier = match p.predictor {
-            Predictor::History => Tier::History,
+            Predictor::History | Predictor::Recent => Tier::History,
             Predictor::Model => Tier::Model,
         };
         let mut why = basis(tier, "conformal, adaptive level", Some(p.n), note);
