@@ -74,13 +74,13 @@ if ! command -v hpc-plot >/dev/null; then
     check "plot with a series but no hpc-plot exits 1 and names it" status 1 "$hpc" plot --txt 78
     check "... (the message)" grep -q 'needs hpc-plot' "$work/err"
 fi
-# An older hpc-model whose recommend has no --history, first on PATH.
+# An older hpc-model without the plan recommend prints, first on PATH.
 mkdir -p "$work/skel"
 printf '#!/bin/sh\necho "Usage: hpc-model recommend <script>"\n' >"$work/skel/hpc-model"
 chmod +x "$work/skel/hpc-model"
 check "recommend with a skeleton hpc-model recommend exits 1" \
     status 1 env PATH="$work/skel:$PATH" "$hpc" recommend "$work/small.sbatch"
-check "... and says what it needs" grep -q "needs 'hpc-model recommend' with --history" "$work/err"
+check "... and says what it needs" grep -q "needs 'hpc-model plan' with" "$work/err"
 
 # ---------------------------------------------------------------- submit with a fake sbatch
 cat >"$fake/sbatch" <<'EOF'
@@ -308,7 +308,7 @@ for want in ("--job-name=hpc-scheduler", "--cpus-per-task=1", "--mem=512M", "--t
     assert want in a, (want, a)
 w = [x for x in a if x.startswith("--wrap=")][0]
 assert sys.argv[2] in w, w
-' "$FAKE_STATE/sbatch.100.args" "/bin-wrappers/hpc' scheduler run --every '15minutes'"
+' "$FAKE_STATE/sbatch.100.args" "/bin-wrappers/hpc-scheduler' run --every '15minutes'"
 "$hpc" scheduler start >/dev/null 2>&1
 check "a second start while the chain is queued submits nothing" [ "$(cat "$FAKE_STATE/next")" = 101 ]
 sed -i 's/^100 PENDING/100 RUNNING/' "$FAKE_STATE/queue"
@@ -378,6 +378,40 @@ check "doctor in a tree without them says absent for each" \
 fails=$(grep -c '^fail' "$work/doc.out")
 check "doctor exits 1 exactly when a line says fail ($fails fail lines, exit $rc)" \
     [ "$([ "$fails" -gt 0 ] && echo 1 || echo 0)" = "$rc" ]
+
+# ---------------------------------------------------------------- the admin TaskProlog
+# examples/admin/prolog.sh with a fake scontrol (the job's script as SLURM
+# keeps it) and a fake hpc-monitor: the job's analysis comes from the same
+# reading as submit (hpc-model plan) and is spooled under the job's id.
+admin=$work/admin
+mkdir -p "$admin/fake"
+cat >"$admin/fake/scontrol" <<'EOF'
+#!/bin/sh
+# fake scontrol: write batch_script ID FILE
+[ "$1 $2" = "write batch_script" ] && [ "$3" = 4242 ] || exit 1
+printf '#!/bin/bash\n  # an indented comment\n#SBATCH --mem=8G -c 4\nSTAR --runThreadN 4 --genomeDir g\n' >"$4"
+EOF
+# shellcheck disable=SC2016 # the fake expands it when it runs
+printf '#!/bin/sh\necho "$HPC_SIZER_SPOOL" >>"%s/monitor.calls"\n' "$admin" >"$admin/fake/hpc-monitor"
+chmod +x "$admin/fake"/*
+me_id=$(id -un)
+out=$(PATH="$admin/fake:$PATH" HPC_SIZER_SPOOL_ROOT=$admin/spool SLURM_JOB_ID=4242 SLURM_STEP_ID=batch \
+    sh "$root/examples/admin/prolog.sh")
+rc=$?
+check "the TaskProlog exits 0 and exports the user's spool ($rc: $out)" \
+    test "$rc" -eq 0 -a "$out" = "export HPC_SIZER_SPOOL=$admin/spool/$me_id"
+check "... starts the monitor there" grep -qx "$admin/spool/$me_id" "$admin/monitor.calls"
+check "... and spools the job's analysis as plan read it (tool, 8G, 4 CPUs, job id)" python3 -c '
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["kind"] == "analysis" and r["job_id"] == "4242" and r["tool"] == "star", r
+assert r["request"]["mem_mb"] == 8192 and r["request"]["cpus"] == 4, r
+' "$admin/spool/$me_id/incoming/4242.analysis.ndjson"
+PATH="$admin/fake:$PATH" HPC_SIZER_SPOOL_ROOT=$admin/spool SLURM_JOB_ID=99 SLURM_STEP_ID=batch \
+    sh "$root/examples/admin/prolog.sh" >/dev/null 2>&1
+rc=$?
+check "a job whose script scontrol cannot give still starts (exit $rc), with no analysis" \
+    test "$rc" -eq 0 -a ! -e "$admin/spool/$me_id/incoming/99.analysis.ndjson"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

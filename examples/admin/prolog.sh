@@ -2,10 +2,13 @@
 # TaskProlog (slurm.conf: TaskProlog=/etc/slurm/hpc-taskprolog.sh): runs as
 # the job's user on each node before the job's first task. Starts the probe
 # for the job once per node; its files go to a spool folder per user (0700).
+# On the batch host it also reads the job's script as sbatch read it
+# (hpc-model plan, the same reading as hpc submit) and spools its analysis
+# record under the job's id, so the store knows the job's tool and inputs.
 # Admin mode: no user needs to change a script. Lines printed as
 # "export NAME=VALUE" enter the task's environment.
 set -eu
-spool_root=/var/spool/hpc-sizer          # root-owned, 0755, on local or shared storage
+spool_root=${HPC_SIZER_SPOOL_ROOT:-/var/spool/hpc-sizer}   # root-owned, 0755, on local or shared storage
 [ -n "${SLURM_JOB_ID:-}" ] || exit 0
 [ "${SLURM_STEP_ID:-}" = batch ] || [ "${SLURM_STEP_ID:-}" = 0 ] || exit 0
 spool="$spool_root/$(id -un)"
@@ -13,3 +16,11 @@ umask 077
 mkdir -p "$spool" && chmod 700 "$spool"
 echo "export HPC_SIZER_SPOOL=$spool"
 HPC_SIZER_SPOOL=$spool SLURM_JOB_NUM_NODES=1 hpc-monitor start >/dev/null 2>&1 || :
+[ "${SLURM_STEP_ID:-}" = batch ] || exit 0
+tmp=$(mktemp -d) || exit 0
+if scontrol write batch_script "$SLURM_JOB_ID" "$tmp/script" >/dev/null 2>&1 &&
+    hpc-model plan "$tmp/script" --no-recommend --analysis "$tmp/analysis" >/dev/null 2>&1; then
+    hpc-model spool "$tmp/analysis" --job-id "$SLURM_JOB_ID" --spool "$spool" >/dev/null 2>&1 || :
+fi
+rm -rf "$tmp"
+exit 0

@@ -64,7 +64,9 @@ pub struct PlanArgs {
     /// write the analysis record here
     #[argh(option)]
     analysis: Option<String>,
-    /// output: text (the changes, default) or ndjson (the plan record)
+    /// output: text (the changes, default), ndjson (the rec record the
+    /// advice came from, then the plan record) or sbatch (the options as
+    /// #SBATCH lines)
     #[argh(option, default = "String::from(\"text\")")]
     format: String,
 }
@@ -322,9 +324,9 @@ fn write_file(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
 
 /// Runs `hpc-model plan`.
 pub fn main_with(args: PlanArgs) -> Result<()> {
-    if !matches!(args.format.as_str(), "text" | "ndjson") {
+    if !matches!(args.format.as_str(), "text" | "ndjson" | "sbatch") {
         return Err(Error::Usage(format!(
-            "--format {}: text or ndjson",
+            "--format {}: text, ndjson or sbatch",
             args.format
         )));
     }
@@ -348,26 +350,34 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
         Some(p) => read_history(Input::named(p)?, &mut rejects)?,
         None => Default::default(),
     };
-    let (changes, mut kept) = if args.no_recommend {
-        (Vec::new(), Vec::new())
+    let mut kept = Vec::new();
+    let rec = if args.no_recommend {
+        None
     } else if d.hetjob {
-        let why = "a heterogeneous job (hetjob): its components' requests are not advised from one history; submitted as written".to_string();
-        (Vec::new(), vec![why])
+        kept.push("a heterogeneous job (hetjob): its components' requests are not advised from one history; submitted as written".to_string());
+        None
     } else {
         let models = recommend::default_models();
         let models = models
             .exists()
             .then(|| crate::fit::Models::load(&models))
             .transpose()?;
-        let rec = recommend::recommend(&Inputs {
+        Some(recommend::recommend(&Inputs {
             analysis: &analysis,
             history: &history.jobs,
             models: models.as_ref(),
             table: &table,
             risk: args.risk / 100.0,
             rounding: MEM_ROUNDING,
-        });
-        changes(&d, &rec)
+        }))
+    };
+    let changes = match &rec {
+        Some(r) => {
+            let (c, k) = changes(&d, r);
+            kept.extend(k);
+            c
+        }
+        None => Vec::new(),
     };
     if d.exclusive() {
         kept.push("--exclusive kept".into());
@@ -408,7 +418,17 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.format.as_str() {
-        "ndjson" => write_tagged(&mut out, "plan", &plan)?,
+        "ndjson" => {
+            if let Some(r) = &rec {
+                write_tagged(&mut out, "rec", r)?;
+            }
+            write_tagged(&mut out, "plan", &plan)?
+        }
+        "sbatch" => {
+            for o in &plan.options {
+                writeln!(out, "#SBATCH {o}")?;
+            }
+        }
         _ => write!(out, "{}", diff_text(&plan))?,
     }
     out.flush()?;

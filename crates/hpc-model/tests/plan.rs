@@ -123,7 +123,12 @@ fn the_plan_record_has_the_options_in_sbatch_units_and_the_diff() {
         "",
     );
     assert_eq!(code, 0, "{err}");
-    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["kind"], "rec", "{out}");
+    let v = &lines[1];
     assert_eq!(v["kind"], "plan");
     // No history: nothing changes (no totals written back per node).
     assert_eq!(v["options"], serde_json::json!([]), "{v}");
@@ -159,6 +164,78 @@ fn the_plan_record_has_the_options_in_sbatch_units_and_the_diff() {
         "",
     );
     assert_eq!(code, 2);
+}
+
+/// `n` completed 2-node STAR jobs of the user `ana` peaking at 2 GiB in all.
+fn star_history(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                concat!(
+                    r#"{{"kind":"job","cluster":"c","job_id":"{i}","job_id_raw":"{i}","user":"ana","state":"COMPLETED","end":"2026-01-01T00:00:{i:02}Z","#,
+                    r#""elapsed_s":1000,"timelimit_s":7200,"nnodes":2,"alloc_cpus":8,"req_mem_mb":131072,"max_rss_mb":{peak},"total_cpu_s":7000,"is_final":true}}"#,
+                    "\n",
+                    r#"{{"kind":"analysis","job_id":"{i}","script":"a.sbatch","script_sha256":"00","request":{{}},"tool":"star"}}"#,
+                    "\n"
+                ),
+                i = i,
+                peak = 2048 + (i % 5) * 20,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_sbatch_format_is_the_plans_options_per_node_and_ndjson_gives_the_rec() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(
+        dir.path(),
+        "star.sbatch",
+        "#!/bin/sh\n#SBATCH -N 2 --mem=64G -c 4\nSTAR --runThreadN 4 --genomeDir g\n",
+        false,
+    );
+    let h = write(dir.path(), "h.ndjson", &star_history(12), false);
+    // The history is the user's own: the plan is made as `ana`.
+    let run = |format: &str| {
+        let out = hpc_testkit::feed(
+            TOOL.command(&["plan", &s, "--history", &h, "--format", format])
+                .env("USER", "ana"),
+            b"",
+        );
+        assert!(out.status.success(), "{}", hpc_testkit::text(&out.stderr));
+        hpc_testkit::text(&out.stdout)
+    };
+    let nd = run("ndjson");
+    let lines: Vec<serde_json::Value> = nd
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (rec, plan) = (&lines[0], &lines[1]);
+    assert_eq!(rec["kind"], "rec", "{nd}");
+    let total = rec["mem_mb"].as_f64().unwrap();
+    assert!(total < 16384.0, "{nd}");
+    let opts: Vec<String> = plan["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_str().unwrap().to_string())
+        .collect();
+    let sb = run("sbatch");
+    let want: Vec<String> = opts.iter().map(|o| format!("#SBATCH {o}")).collect();
+    assert_eq!(sb.lines().collect::<Vec<_>>(), want);
+    // The memory is per node: half the total, rounded up, in sbatch's units.
+    let mem = opts
+        .iter()
+        .find_map(|o| o.strip_prefix("--mem="))
+        .unwrap_or_else(|| panic!("no --mem in {opts:?}"));
+    let per_node = hpc_core::slurm::parse_mem(mem, 1024.0 * 1024.0)
+        .unwrap()
+        .unwrap()
+        .mb;
+    assert!(
+        per_node * 2.0 >= total && per_node < total,
+        "{mem} per node for {total} MiB in all"
+    );
 }
 
 #[test]
