@@ -1,6 +1,9 @@
 #!/bin/sh
 # Benchmark of hpc-probe: CPU per sample and per watched process against a
-# floor loop that only reads the same /proc files, peak RSS, and a churn
+# floor loop that only reads the same /proc files, peak RSS; the job-cgroup
+# path (issue 22: 1, 64 and 512 processes moved into a job cgroup made for
+# the run, as root, removed afterwards) beside the per-process path on the
+# same processes; and a churn
 # soak (processes starting and exiting hundreds of times a second), and
 # the procfs crate against the probe's own /proc parsers
 # (crates/hpc-probe/benches/procfs.rs), and the cost of the GPU reads per

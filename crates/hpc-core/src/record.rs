@@ -185,6 +185,8 @@ pub struct Sample {
     gpu_mem_total_mb: Option<f64> [Real, "MiB", "GPU memory of the job's GPUs, summed."],
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gpu_power_w: Option<f64> [Real, "W", "GPU power draw, summed over the job's GPUs."],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    page_cache_mb: Option<f64> [Real, "MiB", "Page cache charged to the job's cgroup (file pages; shared memory is in rss_mb); absent without a cgroup."],
 }
 }
 
@@ -409,8 +411,10 @@ mod tests {
         );
         assert!(at.windows(2).all(|w| w[0] < w[1]), "in table order: {text}");
         let names: Vec<&str> = Sample::COLUMNS.iter().map(|c| c.field.name).collect();
-        assert_eq!(names.len(), 31);
+        assert_eq!(names.len(), 32);
         assert_eq!(names[..4], ["t", "host", "job_id", "rss_mb"]);
+        // Issue 22: the page cache comes last, after the fields before it.
+        assert_eq!(names[31], "page_cache_mb");
         assert!(Job::FIELDS.iter().all(|f| !f.doc.is_empty()));
     }
 

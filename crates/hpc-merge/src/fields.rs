@@ -80,6 +80,7 @@ fields! {
     pss_mb: Level,
     gpu_mem_mb: Level,
     gpu_mem_total_mb: Level,
+    page_cache_mb: Level,
     cpu_cores: Rate,
     read_mbps: Rate,
     write_mbps: Rate,
@@ -135,10 +136,10 @@ pub(crate) const CACHE: usize = idx("cache_miss_rate");
 
 /// The fields of each kind lie together, in this order (checked below), so
 /// that the per-sample and per-bin loops run over ranges of one kind.
-pub(crate) const LEVELS: std::ops::Range<usize> = 0..6;
-pub(crate) const RATES: std::ops::Range<usize> = 6..16;
-pub(crate) const CUMULATIVE: std::ops::Range<usize> = 16..21;
-pub(crate) const RATIOS: std::ops::Range<usize> = 21..NF;
+pub(crate) const LEVELS: std::ops::Range<usize> = 0..7;
+pub(crate) const RATES: std::ops::Range<usize> = 7..17;
+pub(crate) const CUMULATIVE: std::ops::Range<usize> = 17..22;
+pub(crate) const RATIOS: std::ops::Range<usize> = 22..NF;
 
 const _: () = {
     let mut k = 0;

@@ -46,6 +46,7 @@ fn sampler(root: u32, gpus: u32) -> Sampler {
         self_pid: std::process::id(),
         host: Some("bench".into()),
         job_id: Some("1".into()),
+        detail_every: 1,
     };
     let mut s = Sampler::new(cfg, node);
     if gpus > 0 {

@@ -125,9 +125,25 @@ pub struct JobCgroup {
     /// v1 only: the devices folder (its `devices.list` names the job's
     /// GPUs), when that hierarchy has the job.
     pub devices: Option<PathBuf>,
+    /// v1 only: the blkio folder, when that hierarchy has the job.
+    pub blkio: Option<PathBuf>,
+    /// v1 only: the pids folder, when that hierarchy has the job.
+    pub pids: Option<PathBuf>,
 }
 
 impl JobCgroup {
+    /// A v2 job cgroup at `dir`.
+    pub fn v2(dir: PathBuf) -> JobCgroup {
+        JobCgroup {
+            version: Version::V2,
+            dir,
+            cpuacct: None,
+            devices: None,
+            blkio: None,
+            pids: None,
+        }
+    }
+
     /// A short description for the `meta` record.
     pub fn describe(&self) -> (u8, String) {
         let v = match self.version {
@@ -146,15 +162,41 @@ impl JobCgroup {
     /// v2 sub-folders named `slurm` or `system` hold slurmstepd itself and
     /// are skipped. Returns false when the folder is gone.
     pub fn list_pids(&self, buf: &mut Vec<u8>, out: &mut Vec<u32>) -> bool {
+        self.list_pids_and_skipped(buf, out).is_some()
+    }
+
+    /// Like [`JobCgroup::list_pids`]; also returns the tasks (threads) of
+    /// the skipped slurmstepd sub-cgroups, from their `pids.current`, so
+    /// they can be taken out of the job's own count. `None` when the
+    /// folder is gone.
+    pub fn list_pids_and_skipped(&self, buf: &mut Vec<u8>, out: &mut Vec<u32>) -> Option<u64> {
         if !self.dir.is_dir() {
-            return false;
+            return None;
         }
-        walk_procs(&self.dir, buf, out, 0);
-        true
+        let mut skipped = 0;
+        walk_procs(&self.dir, buf, out, 0, &mut skipped);
+        Some(skipped)
+    }
+
+    /// The folder a figure's file is read from.
+    fn folder(&self, f: Figure) -> Option<&Path> {
+        match (self.version, f) {
+            (Version::V2, _) => Some(&self.dir),
+            (Version::V1, Figure::Cpu) => self.cpuacct.as_deref(),
+            (Version::V1, Figure::Io) => self.blkio.as_deref(),
+            (Version::V1, Figure::Tasks) => self.pids.as_deref(),
+            (Version::V1, _) => Some(&self.dir),
+        }
+    }
+
+    /// The file a figure is read from (`None`: that hierarchy does not
+    /// have the job).
+    pub fn file_of(&self, f: Figure) -> Option<PathBuf> {
+        self.folder(f).map(|d| d.join(f.file(self.version)))
     }
 }
 
-fn walk_procs(dir: &Path, buf: &mut Vec<u8>, out: &mut Vec<u32>, depth: usize) {
+fn walk_procs(dir: &Path, buf: &mut Vec<u8>, out: &mut Vec<u32>, depth: usize, skipped: &mut u64) {
     if crate::read_into(&dir.join("cgroup.procs"), buf) {
         parse::parse_pid_list(buf, out);
     }
@@ -168,9 +210,12 @@ fn walk_procs(dir: &Path, buf: &mut Vec<u8>, out: &mut Vec<u32>, depth: usize) {
         }
         let name = e.file_name();
         if depth >= 1 && (name == "slurm" || name == "system") {
+            if crate::read_into(&e.path().join("pids.current"), buf) {
+                *skipped = skipped.saturating_add(parse::parse_single(buf).unwrap_or(0));
+            }
             continue;
         }
-        walk_procs(&e.path(), buf, out, depth + 1);
+        walk_procs(&e.path(), buf, out, depth + 1, skipped);
     }
 }
 
@@ -222,18 +267,15 @@ pub fn job_cgroup_from_lines(sys_root: &Path, text: &str, job: &str) -> Option<J
     let mut mem: Option<PathBuf> = None;
     let mut cpu: Option<PathBuf> = None;
     let mut devices: Option<PathBuf> = None;
+    let mut blkio: Option<PathBuf> = None;
+    let mut pids: Option<PathBuf> = None;
     for l in &lines {
         let Some(cut) = cut_at_job(l.path, job) else {
             continue;
         };
         if l.id == "0" && l.controllers.is_empty() {
             if let Some(dir) = v2_mount(sys_root).and_then(|m| resolve(&m, cut)) {
-                return Some(JobCgroup {
-                    version: Version::V2,
-                    dir,
-                    cpuacct: None,
-                    devices: None,
-                });
+                return Some(JobCgroup::v2(dir));
             }
             continue;
         }
@@ -247,6 +289,12 @@ pub fn job_cgroup_from_lines(sys_root: &Path, text: &str, job: &str) -> Option<J
         if ctl.contains(&"devices") {
             devices = v1_mount(sys_root, l.controllers, "devices").and_then(|m| resolve(&m, cut));
         }
+        if ctl.contains(&"blkio") {
+            blkio = v1_mount(sys_root, l.controllers, "blkio").and_then(|m| resolve(&m, cut));
+        }
+        if ctl.contains(&"pids") {
+            pids = v1_mount(sys_root, l.controllers, "pids").and_then(|m| resolve(&m, cut));
+        }
     }
     let dir = mem.or_else(|| cpu.clone())?;
     Some(JobCgroup {
@@ -254,6 +302,8 @@ pub fn job_cgroup_from_lines(sys_root: &Path, text: &str, job: &str) -> Option<J
         dir,
         cpuacct: cpu,
         devices,
+        blkio,
+        pids,
     })
 }
 
@@ -275,26 +325,47 @@ fn dirs_matching(parent: &Path, pred: impl Fn(&str) -> bool) -> Vec<PathBuf> {
 /// `system.slice/[<node>_]slurmstepd.scope/job_<id>`, v1
 /// `<controller>/slurm/uid_<uid>/job_<id>`.
 pub fn find_slurm_job_cgroup(sys_root: &Path, job: &str) -> Option<JobCgroup> {
+    find_slurm_job_cgroup_on(sys_root, job, None)
+}
+
+/// [`find_slurm_job_cgroup`] on the node `node` (SLURMD_NODENAME) of a
+/// host that runs several slurmd (`slurmd -N`, multiple-slurmd): its own
+/// folders come first, v2 `<node>_slurmstepd.scope` and v1
+/// `<controller>/slurm_<node>`, so that the probe of one node never takes
+/// another node's cgroup of the same job.
+pub fn find_slurm_job_cgroup_on(
+    sys_root: &Path,
+    job: &str,
+    node: Option<&str>,
+) -> Option<JobCgroup> {
     let job_dir = format!("job_{job}");
     if let Some(m) = v2_mount(sys_root) {
-        for scope in dirs_matching(&m.join("system.slice"), |n| n.ends_with("slurmstepd.scope")) {
+        let mut scopes =
+            dirs_matching(&m.join("system.slice"), |n| n.ends_with("slurmstepd.scope"));
+        if let Some(node) = node {
+            let own = format!("{node}_slurmstepd.scope");
+            scopes.sort_by_key(|d| d.file_name() != Some(std::ffi::OsStr::new(&own)));
+        }
+        for scope in scopes {
             let d = scope.join(&job_dir);
             if d.is_dir() {
-                return Some(JobCgroup {
-                    version: Version::V2,
-                    dir: d,
-                    cpuacct: None,
-                    devices: None,
-                });
+                return Some(JobCgroup::v2(d));
             }
         }
     }
+    let bases: Vec<String> = node
+        .map(|n| format!("slurm_{n}"))
+        .into_iter()
+        .chain(["slurm".to_string()])
+        .collect();
     let find_v1 = |controller: &str| -> Option<PathBuf> {
         let m = v1_mount(sys_root, controller, controller)?;
-        dirs_matching(&m.join("slurm"), |n| n.starts_with("uid_"))
-            .into_iter()
-            .map(|u| u.join(&job_dir))
-            .find(|d| d.is_dir())
+        bases.iter().find_map(|base| {
+            dirs_matching(&m.join(base), |n| n.starts_with("uid_"))
+                .into_iter()
+                .map(|u| u.join(&job_dir))
+                .find(|d| d.is_dir())
+        })
     };
     let mem = find_v1("memory");
     let cpu = find_v1("cpuacct");
@@ -304,10 +375,95 @@ pub fn find_slurm_job_cgroup(sys_root: &Path, job: &str) -> Option<JobCgroup> {
         dir,
         cpuacct: cpu,
         devices: find_v1("devices"),
+        blkio: find_v1("blkio"),
+        pids: find_v1("pids"),
     })
 }
 
-/// Cumulative counters read from a job cgroup.
+/// The job-wide figures a job cgroup can give, each from its own file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Figure {
+    /// User and system CPU time (v2 `cpu.stat`; v1 `cpuacct.stat`, with
+    /// `cpuacct.usage` for the busy cores).
+    Cpu,
+    /// Resident memory and page cache (`memory.stat`).
+    Memory,
+    /// The memory high-water mark (v2 `memory.peak`, which kernels before
+    /// 5.19 lack; v1 `memory.max_usage_in_bytes`).
+    Peak,
+    /// Swap used (v2 `memory.swap.current`; v1 `memory.stat` `total_swap`,
+    /// with swap accounting on).
+    Swap,
+    /// Bytes read and written (v2 `io.stat`; v1
+    /// `blkio.throttle.io_service_bytes_recursive`).
+    Io,
+    /// Tasks, that is threads (`pids.current`).
+    Tasks,
+}
+
+impl Figure {
+    /// Every figure.
+    pub const ALL: [Figure; 6] = [
+        Figure::Cpu,
+        Figure::Memory,
+        Figure::Peak,
+        Figure::Swap,
+        Figure::Io,
+        Figure::Tasks,
+    ];
+
+    /// The name of the file the figure is read from.
+    pub fn file(self, v: Version) -> &'static str {
+        match (self, v) {
+            (Figure::Cpu, Version::V2) => "cpu.stat",
+            (Figure::Cpu, Version::V1) => "cpuacct.stat",
+            (Figure::Memory, _) => "memory.stat",
+            (Figure::Peak, Version::V2) => "memory.peak",
+            (Figure::Peak, Version::V1) => "memory.max_usage_in_bytes",
+            (Figure::Swap, Version::V2) => "memory.swap.current",
+            (Figure::Swap, Version::V1) => "memory.stat",
+            (Figure::Io, Version::V2) => "io.stat",
+            (Figure::Io, Version::V1) => "blkio.throttle.io_service_bytes_recursive",
+            (Figure::Tasks, _) => "pids.current",
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// A set of [`Figure`]s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Figures(u8);
+
+impl Figures {
+    /// Whether `f` is in the set.
+    pub fn has(self, f: Figure) -> bool {
+        self.0 & f.bit() != 0
+    }
+
+    /// The set with `f` added.
+    pub fn with(self, f: Figure) -> Figures {
+        Figures(self.0 | f.bit())
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The figures of `self` that `now` lacks.
+    pub fn lost_in(self, now: Figures) -> Vec<Figure> {
+        Figure::ALL
+            .into_iter()
+            .filter(|&f| self.has(f) && !now.has(f))
+            .collect()
+    }
+}
+
+/// Counters read from a job cgroup: cumulative CPU and I/O, current
+/// memory and tasks. Each is `None` when its file is absent or unreadable.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CgCounters {
     /// Total CPU seconds.
@@ -316,51 +472,104 @@ pub struct CgCounters {
     pub user_s: Option<f64>,
     /// System CPU seconds.
     pub sys_s: Option<f64>,
-    /// Current memory use, bytes.
-    pub mem_bytes: Option<u64>,
+    /// Anonymous plus shared memory, bytes (`memory.stat`).
+    pub rss_bytes: Option<u64>,
+    /// Page cache without shared memory, bytes (`memory.stat`).
+    pub cache_bytes: Option<u64>,
     /// Peak memory use, bytes.
     pub peak_bytes: Option<u64>,
-    /// Swap use, bytes (v2 only).
+    /// Swap use, bytes.
     pub swap_bytes: Option<u64>,
+    /// Bytes read from block devices, cumulative.
+    pub read_bytes: Option<u64>,
+    /// Bytes written to block devices, cumulative.
+    pub write_bytes: Option<u64>,
+    /// Tasks (threads) in the cgroup and its sub-cgroups.
+    pub tasks: Option<u64>,
 }
 
-/// Reads the cgroup's CPU and memory counters. v1 `cpuacct.stat` is in
-/// USER_HZ ticks (`user_hz`).
-pub fn read_counters(cg: &JobCgroup, buf: &mut Vec<u8>, user_hz: f64) -> CgCounters {
+impl CgCounters {
+    /// The figures this reading holds.
+    pub fn figures(&self) -> Figures {
+        let mut f = Figures::default();
+        let mut add = |fig: Figure, ok: bool| {
+            if ok {
+                f = f.with(fig);
+            }
+        };
+        add(Figure::Cpu, self.user_s.is_some() && self.sys_s.is_some());
+        add(Figure::Memory, self.rss_bytes.is_some());
+        add(Figure::Peak, self.peak_bytes.is_some());
+        add(Figure::Swap, self.swap_bytes.is_some());
+        add(Figure::Io, self.read_bytes.is_some());
+        add(Figure::Tasks, self.tasks.is_some());
+        f
+    }
+}
+
+/// Reads the cgroup's counters: every figure when `want` is `None` (the
+/// first reading, which finds what the cgroup has), else only the figures
+/// in `want`. v1 `cpuacct.stat` is in USER_HZ ticks (`user_hz`).
+pub fn read_counters(
+    cg: &JobCgroup,
+    buf: &mut Vec<u8>,
+    user_hz: f64,
+    want: Option<Figures>,
+) -> CgCounters {
     let mut c = CgCounters::default();
-    let single = |p: PathBuf, buf: &mut Vec<u8>| -> Option<u64> {
-        if crate::read_into(&p, buf) {
-            parse::parse_single(buf)
-        } else {
-            None
-        }
+    let wanted = |f: Figure| !matches!(want, Some(w) if !w.has(f));
+    let read = |f: Figure, buf: &mut Vec<u8>| -> bool {
+        wanted(f) && cg.file_of(f).is_some_and(|p| crate::read_into(&p, buf))
     };
-    match cg.version {
-        Version::V2 => {
-            if crate::read_into(&cg.dir.join("cpu.stat"), buf) {
-                if let Some((u, us, sy)) = parse::parse_cpu_stat_v2(buf) {
-                    c.cpu_s = Some(u as f64 / 1e6);
-                    c.user_s = Some(us as f64 / 1e6);
-                    c.sys_s = Some(sy as f64 / 1e6);
-                }
+    let v2 = cg.version == Version::V2;
+    if read(Figure::Cpu, buf) {
+        if v2 {
+            if let Some((u, us, sy)) = parse::parse_cpu_stat_v2(buf) {
+                c.cpu_s = Some(u as f64 / 1e6);
+                c.user_s = Some(us as f64 / 1e6);
+                c.sys_s = Some(sy as f64 / 1e6);
             }
-            c.mem_bytes = single(cg.dir.join("memory.current"), buf);
-            c.peak_bytes = single(cg.dir.join("memory.peak"), buf);
-            c.swap_bytes = single(cg.dir.join("memory.swap.current"), buf);
-        }
-        Version::V1 => {
-            if let Some(cpu) = &cg.cpuacct {
-                c.cpu_s = single(cpu.join("cpuacct.usage"), buf).map(|ns| ns as f64 / 1e9);
-                if crate::read_into(&cpu.join("cpuacct.stat"), buf) {
-                    if let Some((u, s)) = parse::parse_cpuacct_stat(buf) {
-                        c.user_s = Some(u as f64 / user_hz);
-                        c.sys_s = Some(s as f64 / user_hz);
-                    }
-                }
+        } else if let Some((u, s)) = parse::parse_cpuacct_stat(buf) {
+            c.user_s = Some(u as f64 / user_hz);
+            c.sys_s = Some(s as f64 / user_hz);
+            // The nanosecond total, finer than the ticks, for busy cores.
+            let usage = cg.cpuacct.as_ref().map(|d| d.join("cpuacct.usage"));
+            if usage.is_some_and(|p| crate::read_into(&p, buf)) {
+                c.cpu_s = parse::parse_single(buf).map(|ns| ns as f64 / 1e9);
             }
-            c.mem_bytes = single(cg.dir.join("memory.usage_in_bytes"), buf);
-            c.peak_bytes = single(cg.dir.join("memory.max_usage_in_bytes"), buf);
         }
+    }
+    // memory.stat gives the memory, and on v1 the swap too: one read.
+    let mem_wanted = wanted(Figure::Memory) || (!v2 && wanted(Figure::Swap));
+    let mem_file = cg.file_of(Figure::Memory);
+    if mem_wanted && mem_file.is_some_and(|p| crate::read_into(&p, buf)) {
+        if let Some(m) = parse::parse_memory_stat(buf, v2) {
+            if wanted(Figure::Memory) {
+                c.rss_bytes = Some(m.rss);
+                c.cache_bytes = Some(m.cache);
+            }
+            if !v2 && wanted(Figure::Swap) {
+                c.swap_bytes = m.swap;
+            }
+        }
+    }
+    if read(Figure::Peak, buf) {
+        c.peak_bytes = parse::parse_single(buf);
+    }
+    if v2 && read(Figure::Swap, buf) {
+        c.swap_bytes = parse::parse_single(buf);
+    }
+    if read(Figure::Io, buf) {
+        let (r, w) = if v2 {
+            parse::parse_io_stat(buf)
+        } else {
+            parse::parse_blkio_bytes(buf)
+        };
+        c.read_bytes = Some(r);
+        c.write_bytes = Some(w);
+    }
+    if read(Figure::Tasks, buf) {
+        c.tasks = parse::parse_single(buf);
     }
     c
 }
@@ -487,6 +696,41 @@ mod tests {
             "fs/cgroup/system.slice/n1_slurmstepd.scope/job_9",
         );
         assert!(find_slurm_job_cgroup(d4.path(), "9").is_some());
+        // Several slurmd on one host (slurmd -N): each node's own folder.
+        let d5 = tempfile::tempdir().unwrap();
+        let sys5 = d5.path();
+        for n in ["n1", "n2"] {
+            mkdirs(
+                sys5,
+                &format!("fs/cgroup/memory/slurm_{n}/uid_0/job_5/step_0"),
+            );
+            mkdirs(
+                sys5,
+                &format!("fs/cgroup/cpu,cpuacct/slurm_{n}/uid_0/job_5/step_0"),
+            );
+        }
+        let on = |n| find_slurm_job_cgroup_on(sys5, "5", Some(n)).unwrap();
+        assert!(
+            on("n2").dir.ends_with("memory/slurm_n2/uid_0/job_5"),
+            "{:?}",
+            on("n2")
+        );
+        assert!(on("n1").dir.ends_with("memory/slurm_n1/uid_0/job_5"));
+        assert!(on("n2")
+            .cpuacct
+            .unwrap()
+            .ends_with("cpu,cpuacct/slurm_n2/uid_0/job_5"));
+        let d6 = tempfile::tempdir().unwrap();
+        fs::create_dir_all(d6.path().join("fs/cgroup")).unwrap();
+        fs::write(d6.path().join("fs/cgroup/cgroup.controllers"), "").unwrap();
+        for n in ["a", "b"] {
+            mkdirs(
+                d6.path(),
+                &format!("fs/cgroup/system.slice/{n}_slurmstepd.scope/job_9"),
+            );
+        }
+        let b = find_slurm_job_cgroup_on(d6.path(), "9", Some("b")).unwrap();
+        assert!(b.dir.ends_with("b_slurmstepd.scope/job_9"), "{b:?}");
     }
 
     #[test]
@@ -498,12 +742,7 @@ mod tests {
         fs::write(task.join("cgroup.procs"), "10\n11\n").unwrap();
         fs::write(stepd.join("cgroup.procs"), "99\n").unwrap();
         fs::write(job.join("cgroup.procs"), "").unwrap();
-        let cg = JobCgroup {
-            version: Version::V2,
-            dir: job.clone(),
-            cpuacct: None,
-            devices: None,
-        };
+        let cg = JobCgroup::v2(job.clone());
         let mut buf = Vec::new();
         let mut pids = Vec::new();
         assert!(cg.list_pids(&mut buf, &mut pids));

@@ -357,6 +357,7 @@ pub fn run(opts: &Opts) -> Result<u8> {
         self_pid: std::process::id(),
         host: Some(host),
         job_id: meta.job_id.clone(),
+        detail_every: opts.detail_every,
     };
     let mut sampler = Sampler::new(cfg, node);
     sampler.set_gpus(gpus.ok());
@@ -367,8 +368,16 @@ pub fn run(opts: &Opts) -> Result<u8> {
         Some(o) => o,
         None => Output::open(opts.out.as_deref())?,
     };
+    // The first cgroup reading decides where each figure comes from.
+    let first = sampler.cgroup_counters();
+    meta.extra
+        .insert("source".into(), Value::Object(sampler.sources()));
+    if sampler.cgroup_path() {
+        meta.extra
+            .insert("detail_every".into(), Value::from(opts.detail_every));
+    }
     out.record("meta", &meta)?;
-    sample_until_done(opts, &waker, &mut sampler, &mut out, child.as_mut())
+    sample_until_done(opts, &waker, &mut sampler, &mut out, child.as_mut(), first)
 }
 
 /// What to watch. A command is started only once its output is open (and
@@ -383,7 +392,11 @@ fn start_target(opts: &Opts) -> Result<(Watch, Option<Output>, Option<command::R
         }
         Target::Pid(p) => (Watch::Pid(*p), None, None),
         Target::Job(id) => {
-            let cgroup = cgroup::find_slurm_job_cgroup(&opts.sys_root, id)
+            // The probe's own cgroup when it runs inside the job (srun
+            // --overlap, a TaskProlog), else this node's, else any process's.
+            let node = std::env::var("SLURMD_NODENAME").ok();
+            let cgroup = own_job_cgroup(&opts.proc_root, &opts.sys_root, id)
+                .or_else(|| cgroup::find_slurm_job_cgroup_on(&opts.sys_root, id, node.as_deref()))
                 .or_else(|| find_cgroup_via_proc(&opts.proc_root, &opts.sys_root, id));
             let watch = Watch::Job {
                 id: id.clone(),
@@ -395,15 +408,20 @@ fn start_target(opts: &Opts) -> Result<(Watch, Option<Output>, Option<command::R
 }
 
 /// The sampling loop: one sample a round until the command exits, a
-/// signal stops the probe, the watched processes are gone or `--samples`
-/// are written; the interval relaxes while the samples stay alike.
+/// signal stops the probe, the watched processes are gone (or the job
+/// cgroup, or one of the files read from it) or `--samples` are written;
+/// the interval relaxes while the samples stay alike. A sample known to be
+/// the last reads the per-process detail. `first`: the cgroup counters
+/// read for the meta, which the first sample uses.
 fn sample_until_done(
     opts: &Opts,
     waker: &Waker,
     sampler: &mut Sampler,
     out: &mut Output,
     mut child: Option<&mut command::RunningCommand>,
+    first: Option<cgroup::CgCounters>,
 ) -> Result<u8> {
+    let mut first = Some(first);
     let t0 = Instant::now();
     let mut interval = opts.interval;
     let mut last: Option<hpc_core::record::Sample> = None;
@@ -413,7 +431,15 @@ fn sample_until_done(
             Some(c) => reap(c, sampler)?,
             None => None,
         };
-        let cg = sampler.cgroup_counters();
+        let final_round =
+            exited.is_some() || waker.stopped() || opts.samples.is_some_and(|m| count + 1 >= m);
+        if final_round {
+            sampler.detail_next();
+        }
+        let cg = match first.take() {
+            Some(c) => c,
+            None => sampler.cgroup_counters(),
+        };
         let s = sampler.sample(now_unix(), t0.elapsed().as_secs_f64(), cg);
         out.record("sample", &s)?;
         for g in sampler.gpu_records() {
@@ -431,7 +457,7 @@ fn sample_until_done(
             return Ok(0);
         }
         // The target was seen (await_target): none left means it ended.
-        let gone = child.is_none() && sampler.process_count() == 0;
+        let gone = child.is_none() && (sampler.process_count() == 0 || sampler.cgroup_ended());
         if gone || opts.samples.is_some_and(|m| count >= m) {
             return Ok(0);
         }
@@ -517,6 +543,15 @@ fn devices_list(watch: &Watch) -> Option<String> {
 }
 
 /// Looks through `/proc/*/cgroup` for a process in the job's cgroup.
+/// The job's cgroup as the probe's own `/proc/self/cgroup` names it (the
+/// probe runs inside the job on this node); `None` outside the job.
+fn own_job_cgroup(proc_root: &Path, sys_root: &Path, job: &str) -> Option<cgroup::JobCgroup> {
+    let text = std::fs::read_to_string(proc_root.join("self/cgroup")).ok()?;
+    text.contains(&format!("/job_{job}/"))
+        .then(|| cgroup::job_cgroup_from_lines(sys_root, &text, job))
+        .flatten()
+}
+
 fn find_cgroup_via_proc(proc_root: &Path, sys_root: &Path, job: &str) -> Option<cgroup::JobCgroup> {
     let needle = format!("/job_{job}");
     let rd = std::fs::read_dir(proc_root).ok()?;

@@ -42,6 +42,11 @@ pub struct Args {
     /// also read smaps_rollup for PSS (costs more CPU)
     #[argh(switch)]
     pub pss: bool,
+    /// with a job cgroup, read every process's files (threads, per-process
+    /// peaks and I/O, --pss) only every Nth sample, and on the first and
+    /// last (default 20; 1: every sample)
+    #[argh(option, default = "20")]
+    pub detail_every: u64,
     /// accepted for old scripts: a job probe now always stops once no process of the job is left
     #[argh(switch)]
     pub until_gone: bool,
@@ -176,6 +181,8 @@ pub struct Opts {
     pub cpus: Option<u32>,
     /// Read PSS.
     pub pss: bool,
+    /// Per-process detail every this many samples, with a job cgroup.
+    pub detail_every: u64,
     /// Stop after this many samples.
     pub samples: Option<u64>,
     /// No hardware counters.
@@ -226,6 +233,9 @@ impl Opts {
         if a.cpus == Some(0) {
             return usage("--cpus must be at least 1");
         }
+        if a.detail_every == 0 {
+            return usage("--detail-every must be at least 1");
+        }
         let env = SlurmEnv::from_env(get);
         Ok(Opts {
             target,
@@ -235,6 +245,7 @@ impl Opts {
             dense_for: a.dense_for,
             cpus: a.cpus.or(env.cpus_on_node),
             pss: a.pss,
+            detail_every: a.detail_every,
             samples: a.samples,
             no_perf: a.no_perf,
             proc_root: a.proc_root,
@@ -253,6 +264,7 @@ impl Opts {
             dense_for: 60.0,
             cpus: None,
             pss: false,
+            detail_every: 20,
             samples: None,
             no_perf: true,
             proc_root: PathBuf::from("/proc"),

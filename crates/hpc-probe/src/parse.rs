@@ -335,6 +335,95 @@ pub fn parse_cpuacct_stat(buf: &[u8]) -> Option<(u64, u64)> {
     Some((find_value(buf, b"user")?, find_value(buf, b"system")?))
 }
 
+/// What the probe takes from a cgroup's `memory.stat`, bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemStat {
+    /// Anonymous plus shared (tmpfs, shm) memory: the job's resident
+    /// memory without the page cache.
+    pub rss: u64,
+    /// Page cache: file pages, shared memory left out.
+    pub cache: u64,
+    /// Swap used, where the file says (v1 `total_swap`; v2 has its own
+    /// `memory.swap.current`).
+    pub swap: Option<u64>,
+}
+
+/// Parses a cgroup `memory.stat`. v2 (`v2` true): `anon` (required),
+/// `shmem` and `file` (which includes shmem). v1: the hierarchical
+/// `total_rss`, `total_shmem`, `total_cache` (which includes shmem) and
+/// `total_swap`, each falling back to the local key (`rss`, ...) when the
+/// `total_` one is absent; a kernel without `shmem` (before 4.x) counts 0.
+pub fn parse_memory_stat(buf: &[u8], v2: bool) -> Option<MemStat> {
+    // [rss, shmem, cache, swap]: (total_ value, local value).
+    let mut v: [(Option<u64>, Option<u64>); 4] = [(None, None); 4];
+    let keys: [&[u8]; 4] = if v2 {
+        [b"anon", b"shmem", b"file", b"-"]
+    } else {
+        [b"rss", b"shmem", b"cache", b"swap"]
+    };
+    for line in lines(buf) {
+        let mut it = words(line);
+        let (Some(k), Some(n)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let (total, k) = match k.strip_prefix(b"total_") {
+            Some(rest) if !v2 => (true, rest),
+            _ => (false, k),
+        };
+        if let Some(i) = keys.iter().position(|&want| want == k) {
+            let slot = if total { &mut v[i].0 } else { &mut v[i].1 };
+            *slot = parse_u64(n);
+        }
+    }
+    let get = |i: usize| v[i].0.or(v[i].1);
+    let anon = get(0)?;
+    let shmem = get(1).unwrap_or(0);
+    Some(MemStat {
+        rss: anon.saturating_add(shmem),
+        cache: get(2).unwrap_or(0).saturating_sub(shmem),
+        swap: get(3),
+    })
+}
+
+/// Bytes read and written, summed over the devices of a cgroup v2
+/// `io.stat` (`MAJ:MIN rbytes=N wbytes=N rios=N ...`). An empty file (no
+/// I/O yet) gives zeros.
+pub fn parse_io_stat(buf: &[u8]) -> (u64, u64) {
+    let (mut r, mut w) = (0u64, 0u64);
+    for line in lines(buf) {
+        for kv in words(line).skip(1) {
+            if let Some(n) = kv.strip_prefix(b"rbytes=").and_then(parse_u64) {
+                r = r.saturating_add(n);
+            } else if let Some(n) = kv.strip_prefix(b"wbytes=").and_then(parse_u64) {
+                w = w.saturating_add(n);
+            }
+        }
+    }
+    (r, w)
+}
+
+/// Bytes read and written, summed over the devices of a cgroup v1
+/// `blkio.*io_service_bytes*` file (`MAJ:MIN Read N`, `MAJ:MIN Write N`,
+/// ..., a last `Total N`).
+pub fn parse_blkio_bytes(buf: &[u8]) -> (u64, u64) {
+    let (mut r, mut w) = (0u64, 0u64);
+    for line in lines(buf) {
+        let mut it = words(line);
+        let (Some(dev), Some(op), Some(n)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        if !dev.contains(&b':') {
+            continue;
+        }
+        match (op, parse_u64(n)) {
+            (b"Read", Some(n)) => r = r.saturating_add(n),
+            (b"Write", Some(n)) => w = w.saturating_add(n),
+            _ => {}
+        }
+    }
+    (r, w)
+}
+
 /// The pids in a `cgroup.procs` or `tasks` file, one per line.
 pub fn parse_pid_list(buf: &[u8], out: &mut Vec<u32>) {
     for line in lines(buf) {
@@ -524,5 +613,40 @@ mod tests {
         assert_eq!(parse_i64(b"-5"), Some(-5));
         assert_eq!(parse_i64(b"-"), None);
         assert_eq!(find_value(b"a 1\nb: 2 kB\n", b"b"), Some(2));
+    }
+
+    #[test]
+    fn memory_stat_v1_prefers_hierarchical_totals_and_splits_shmem() {
+        // The job's processes sit two levels down: local keys are 0.
+        let v1 = b"cache 0\nrss 0\nshmem 0\nswap 0\ntotal_cache 12963840\ntotal_rss 38555648\ntotal_rss_huge 999\ntotal_shmem 4194304\ntotal_mapped_file 143360\ntotal_swap 0\n";
+        let m = parse_memory_stat(v1, false).unwrap();
+        assert_eq!(m.rss, 38555648 + 4194304);
+        assert_eq!(m.cache, 12963840 - 4194304);
+        assert_eq!(m.swap, Some(0));
+        // An old kernel: local keys only, no shmem, no swap accounting.
+        let old = b"cache 65101824\nrss 230662144\nrss_huge 174063616\nmapped_file 17633280\n";
+        let m = parse_memory_stat(old, false).unwrap();
+        assert_eq!((m.rss, m.cache, m.swap), (230662144, 65101824, None));
+        assert_eq!(parse_memory_stat(b"cache 1\n", false), None, "no rss");
+        // v2 names: anon, shmem, file (file includes shmem); no total_.
+        let v2 =
+            b"anon 1411100672\nfile 8621432832\nkernel 195010560\nshmem 20480\nfile_mapped 5\n";
+        let m = parse_memory_stat(v2, true).unwrap();
+        assert_eq!(m.rss, 1411100672 + 20480);
+        assert_eq!(m.cache, 8621432832 - 20480);
+        assert_eq!(m.swap, None);
+        assert_eq!(parse_memory_stat(b"file 5\n", true), None);
+        assert_eq!(parse_memory_stat(b"", true), None);
+    }
+
+    #[test]
+    fn io_stat_and_blkio_sum_the_devices() {
+        let io = b"8:0 rbytes=90112 wbytes=4096 rios=3 wios=1 dbytes=0 dios=0\n259:0 rbytes=10 wbytes=20 rios=1 wios=1 dbytes=0 dios=0\n";
+        assert_eq!(parse_io_stat(io), (90122, 4116));
+        assert_eq!(parse_io_stat(b""), (0, 0), "no I/O yet");
+        assert_eq!(parse_io_stat(b"8:0 rbytes=x wbytes=7\n"), (0, 7));
+        let blk = b"8:0 Read 4096\n8:0 Write 8192\n8:0 Sync 8192\n8:0 Async 4096\n8:0 Discard 0\n8:0 Total 12288\n8:16 Read 1\n8:16 Write 2\nTotal 12291\n";
+        assert_eq!(parse_blkio_bytes(blk), (4097, 8194));
+        assert_eq!(parse_blkio_bytes(b"Total 0\n"), (0, 0));
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use hpc_core::num::round6;
 use hpc_core::record::Sample;
 
-use crate::cgroup::{self, CgCounters, JobCgroup};
+use crate::cgroup::{self, CgCounters, Figure, Figures, JobCgroup, Version};
 use crate::gpu::Gpus;
 use crate::node::{NodeReading, NodeSources};
 use crate::parse::{self, Io};
@@ -52,6 +52,12 @@ pub struct Config {
     pub host: Option<String>,
     /// Job id written on each sample.
     pub job_id: Option<String>,
+    /// With a job cgroup that gives the CPU and memory: read the
+    /// per-process detail (every process's `stat`, `status`, `io`, and
+    /// `smaps_rollup` with `pss`) only every this many samples, and on
+    /// the first and on one asked for with [`Sampler::detail_next`]
+    /// (1: every sample). Without such a cgroup it is read every sample.
+    pub detail_every: u64,
 }
 
 /// Read `status` for VmHWM/VmSwap at most every this many samples per
@@ -82,6 +88,9 @@ struct Prev {
     cpu_s: f64,
     read_b: u64,
     write_b: u64,
+    /// When `read_b` and `write_b` were read (I/O read on detail samples
+    /// only has its own interval).
+    io_mono: Option<f64>,
     node: NodeReading,
 }
 
@@ -117,6 +126,28 @@ pub struct Sampler {
     last_count: usize,
     cgroup_gone: bool,
     gpus: Option<Gpus>,
+    /// The figures the job cgroup gave on its first reading: from then on
+    /// only these are read, and each comes from the cgroup.
+    plan: Option<Figures>,
+    /// Figures of the plan whose file has since gone (the job ended).
+    lost: Vec<Figure>,
+    /// The cgroup gives CPU and memory: per-process detail only every
+    /// `detail_every` samples.
+    fast: bool,
+    /// The next sample reads the per-process detail.
+    force_detail: bool,
+    /// Samples taken.
+    taken: u64,
+    /// Whether the last sample read the per-process detail.
+    last_detail: bool,
+    /// From the last cgroup listing: the pids (the probe's own left out),
+    /// the tasks of slurmstepd's sub-cgroups, and whether the probe itself
+    /// is in the cgroup.
+    listed: usize,
+    skipped_tasks: u64,
+    self_listed: bool,
+    /// The last CPU total read from the cgroup.
+    cg_cpu_total: f64,
 }
 
 /// Reads a whole file into `buf` (cleared first) without the extra
@@ -188,6 +219,16 @@ impl Sampler {
             last_count: 0,
             cgroup_gone: false,
             gpus: None,
+            plan: None,
+            lost: Vec::new(),
+            fast: false,
+            force_detail: false,
+            taken: 0,
+            last_detail: false,
+            listed: 0,
+            skipped_tasks: 0,
+            self_listed: false,
+            cg_cpu_total: 0.0,
         }
     }
 
@@ -244,6 +285,34 @@ impl Sampler {
         self.cgroup_gone
     }
 
+    /// Whether the job has ended as its cgroup says: the folder is gone, or
+    /// a file the probe reads each sample (`memory.stat`, `cpu.stat`, ...)
+    /// has disappeared. The sample that saw it is the last one.
+    pub fn cgroup_ended(&self) -> bool {
+        self.cgroup_gone || !self.lost.is_empty()
+    }
+
+    /// The plan's figures whose file has disappeared.
+    pub fn lost_figures(&self) -> &[Figure] {
+        &self.lost
+    }
+
+    /// Whether the figures come from the job cgroup, with the per-process
+    /// detail only every `detail_every` samples.
+    pub fn cgroup_path(&self) -> bool {
+        self.fast
+    }
+
+    /// Reads the per-process detail on the next sample (the last one).
+    pub fn detail_next(&mut self) {
+        self.force_detail = true;
+    }
+
+    /// Whether the last sample read the per-process detail.
+    pub fn last_was_detail(&self) -> bool {
+        self.last_detail
+    }
+
     /// For a command the probe ran and reaped: its whole CPU use (itself
     /// and every child it waited for), from `getrusage(RUSAGE_CHILDREN)`,
     /// so the last interval before it exited is not lost.
@@ -275,15 +344,7 @@ impl Sampler {
             Watch::Pid(root) => self.collect_tree(root),
             Watch::Job { id, cgroup } => {
                 let mut pids = std::mem::take(&mut self.pids);
-                pids.clear();
-                let mut listed = false;
-                if let Some(cg) = &cgroup {
-                    if cg.list_pids(&mut self.buf, &mut pids) {
-                        listed = true;
-                    } else {
-                        self.cgroup_gone = true;
-                    }
-                }
+                let listed = self.list_cgroup(cgroup.as_ref(), &mut pids);
                 if listed {
                     for &pid in &pids {
                         if pid == self.cfg.self_pid {
@@ -299,6 +360,53 @@ impl Sampler {
                 self.pids = pids;
             }
         }
+    }
+
+    /// Lists the job cgroup's pids into `pids` (false without a cgroup or
+    /// once it is gone) and notes how many there are, the probe's own
+    /// left out.
+    fn list_cgroup(&mut self, cg: Option<&JobCgroup>, pids: &mut Vec<u32>) -> bool {
+        pids.clear();
+        let Some(cg) = cg else { return false };
+        match cg.list_pids_and_skipped(&mut self.buf, pids) {
+            Some(skipped) => {
+                self.skipped_tasks = skipped;
+                self.self_listed = pids.contains(&self.cfg.self_pid);
+                self.listed = pids.len() - usize::from(self.self_listed);
+                true
+            }
+            None => {
+                self.cgroup_gone = true;
+                self.listed = 0;
+                false
+            }
+        }
+    }
+
+    /// A sample without the per-process detail: only the cgroup's pids,
+    /// for the process count, the end of the job and the GPUs' processes.
+    fn list_only(&mut self) {
+        let Watch::Job {
+            cgroup: Some(cg), ..
+        } = &self.cfg.watch
+        else {
+            return;
+        };
+        let cg = cg.clone();
+        let mut pids = std::mem::take(&mut self.pids);
+        self.accepted.clear();
+        if self.list_cgroup(Some(&cg), &mut pids) {
+            let me = self.cfg.self_pid;
+            self.accepted
+                .extend(pids.iter().copied().filter(|&p| p != me));
+        }
+        self.pids = pids;
+    }
+
+    /// The probe's own threads, for a task count from a cgroup it is in.
+    fn own_threads(&mut self) -> u64 {
+        let me = self.cfg.self_pid;
+        self.read_stat(me).map_or(1, |st| u64::from(st.threads))
     }
 
     /// Tracks `root` and its descendants: the known processes are looked
@@ -405,7 +513,11 @@ impl Sampler {
             self.start_tracking(key, st);
         }
         let status = self.read_status_if_due(key, st, new);
-        let io = self.read_io(key.0);
+        let io = if self.plan.is_some_and(|p| p.has(Figure::Io)) {
+            None
+        } else {
+            self.read_io(key.0)
+        };
         let pss = if self.cfg.pss && !st.zombie && self.read_proc(key.0, "smaps_rollup") {
             parse::parse_smaps_pss(&self.buf)
         } else {
@@ -507,28 +619,59 @@ impl Sampler {
     }
 
     /// Takes one sample at wall time `t` (Unix seconds) and monotonic time
-    /// `mono` (seconds).
+    /// `mono` (seconds), with the job cgroup's counters read just before
+    /// ([`Sampler::cgroup_counters`]). With a cgroup that gives the CPU and
+    /// memory, the per-process files are read only on detail samples (see
+    /// [`Config::detail_every`]); figures that only they give are absent
+    /// from the other samples.
     pub fn sample(&mut self, t: f64, mono: f64, cg_counters: Option<CgCounters>) -> Sample {
         self.gen += 1;
-        self.cg_peak = cg_counters.is_some_and(|c| c.peak_bytes.is_some());
-        self.cg_swap = cg_counters.is_some_and(|c| c.swap_bytes.is_some());
-        self.collect();
-        self.retire_gone();
+        let plan = self.plan.unwrap_or_default();
+        let cg = cg_counters.unwrap_or_default();
+        self.cg_peak = plan.has(Figure::Peak);
+        self.cg_swap = plan.has(Figure::Swap);
+        let every = self.cfg.detail_every.max(1);
+        let detail = !self.fast || self.force_detail || self.taken % every == 0;
+        self.force_detail = false;
+        self.taken += 1;
+        self.last_detail = detail;
+        // Listing the cgroup's pids costs with the number of processes:
+        // with its task count at hand, a sample without detail lists them
+        // only when that count says the job may have none left.
+        let mut n = if detail {
+            self.collect();
+            self.retire_gone();
+            Some(self.procs.len())
+        } else if !plan.has(Figure::Tasks) {
+            self.list_only();
+            Some(self.listed)
+        } else {
+            None
+        };
         let mut s = Sample {
             t,
             host: self.cfg.host.clone(),
             job_id: self.cfg.job_id.clone(),
             ..Default::default()
         };
-        let n = self.procs.len();
-        self.last_count = n;
-        if n > 0 {
-            self.seen_any = true;
+        let sum = if detail {
+            self.sum_procs()
+        } else {
+            ProcSums::default()
+        };
+        let cpu_total = self.put_cpu(&mut s, &sum, &cg, plan);
+        self.put_memory(&mut s, &sum, &cg, plan, detail);
+        self.put_threads(&mut s, &sum, &cg, plan, detail);
+        if n.is_none() && (s.threads == Some(0) || self.cgroup_gone) {
+            self.list_only();
+            n = Some(self.listed);
         }
-        let sum = self.sum_procs();
-        s.procs = Some(n as u32);
-        let cpu_total = self.put_cpu_and_memory(&mut s, &sum, cg_counters.unwrap_or_default());
-        let any_io = self.put_io(&mut s, &sum);
+        if let Some(n) = n {
+            self.last_count = n;
+            self.seen_any |= n > 0;
+            s.procs = Some(n as u32);
+        }
+        let io_now = self.put_io(&mut s, &sum, &cg, plan, detail);
         put_perf(&mut s, &sum.perf);
         if let Some(g) = &mut self.gpus {
             g.read_into(&mut s, &self.accepted);
@@ -540,14 +683,21 @@ impl Sampler {
         if let Some(p) = &self.prev {
             let dt = mono - p.mono;
             if dt > 0.0 {
-                self.put_rates(&mut s, cpu_total, any_io, &node_now, dt);
+                let dt_io = p.io_mono.map(|m| mono - m).filter(|&d| io_now && d > 0.0);
+                self.put_rates(&mut s, cpu_total, dt_io, &node_now, dt);
             }
         }
+        let io_mono = if io_now {
+            Some(mono)
+        } else {
+            self.prev.as_ref().and_then(|p| p.io_mono)
+        };
         self.prev = Some(Prev {
             mono,
             cpu_s: cpu_total.max(self.prev.as_ref().map_or(0.0, |p| p.cpu_s)),
             read_b: self.out_read,
             write_b: self.out_write,
+            io_mono,
             node: node_now,
         });
         s
@@ -627,66 +777,149 @@ impl Sampler {
         m
     }
 
-    /// Fills the CPU times, thread count and memory of `s`, the cgroup's
-    /// counters taking precedence; returns the CPU seconds the busy cores
-    /// are derived from.
-    fn put_cpu_and_memory(&mut self, s: &mut Sample, sum: &ProcSums, cg: CgCounters) -> f64 {
+    /// Fills the CPU times of `s`: the cgroup's when it gives them (the
+    /// last ones read once its file is gone), else the processes'. Returns
+    /// the CPU seconds the busy cores are derived from.
+    fn put_cpu(&mut self, s: &mut Sample, sum: &ProcSums, cg: &CgCounters, plan: Figures) -> f64 {
         let tck = self.cfg.clk_tck;
-        let page = self.cfg.page_size as f64;
         let mut user_s = sum.user.saturating_add(self.dead_user) as f64 / tck;
         let mut sys_s = sum.sys.saturating_add(self.dead_sys) as f64 / tck;
         let mut cpu_total = user_s + sys_s;
-        if let (Some(u), Some(sy)) = (cg.user_s, cg.sys_s) {
-            user_s = u;
-            sys_s = sy;
-            cpu_total = u + sy;
-        }
-        if let Some(c) = cg.cpu_s {
-            cpu_total = c;
+        if plan.has(Figure::Cpu) {
+            match (cg.user_s, cg.sys_s) {
+                (Some(u), Some(sy)) => {
+                    user_s = u;
+                    sys_s = sy;
+                    cpu_total = cg.cpu_s.unwrap_or(u + sy);
+                    self.cg_cpu_total = cpu_total;
+                }
+                _ => {
+                    // The file is gone (the job ended): no more CPU.
+                    user_s = self.out_user;
+                    sys_s = self.out_sys;
+                    cpu_total = self.cg_cpu_total;
+                }
+            }
         }
         // Reported cumulative values never go backwards.
         self.out_user = self.out_user.max(user_s);
         self.out_sys = self.out_sys.max(sys_s);
         s.cpu_user_s = Some(round3(self.out_user));
         s.cpu_sys_s = Some(round3(self.out_sys));
-        s.threads = Some(sum.threads.min(u64::from(u32::MAX)) as u32);
-        let rss_mb = sum.rss_pages as f64 * page / MB;
-        s.rss_mb = Some(round3(rss_mb));
-        let hwm_now = match cg.peak_bytes {
-            Some(p) => p as f64 / MB,
-            None => sum.hwm_kb as f64 / 1024.0,
-        };
-        self.hwm_mb = self.hwm_mb.max(hwm_now).max(rss_mb);
-        s.hwm_mb = Some(round3(self.hwm_mb));
-        s.swap_mb = Some(round3(match cg.swap_bytes {
-            Some(b) => b as f64 / MB,
-            None => sum.swap_kb as f64 / 1024.0,
-        }));
-        s.pss_mb = sum.pss_kb.map(|p| round3(p as f64 / 1024.0));
         cpu_total
     }
 
-    /// Fills the cumulative I/O of `s`, once any process has shown I/O;
-    /// returns whether one has.
-    fn put_io(&mut self, s: &mut Sample, sum: &ProcSums) -> bool {
-        let any_io = sum.any_io || self.io_seen;
-        self.io_seen = any_io;
-        if any_io {
-            self.out_read = self.out_read.max(sum.read);
-            self.out_write = self.out_write.max(sum.write);
+    /// Fills the memory of `s`. With the cgroup's `memory.stat`: RSS as
+    /// anonymous plus shared memory, the page cache apart, the peak from
+    /// the cgroup's high-water mark where it has one, else the running
+    /// maximum of the RSS. Else the processes' sums, as before.
+    fn put_memory(
+        &mut self,
+        s: &mut Sample,
+        sum: &ProcSums,
+        cg: &CgCounters,
+        plan: Figures,
+        detail: bool,
+    ) {
+        let mut rss_mb = None;
+        if plan.has(Figure::Memory) {
+            rss_mb = cg.rss_bytes.map(|b| b as f64 / MB);
+            s.page_cache_mb = cg.cache_bytes.map(|b| round3(b as f64 / MB));
+        } else if detail {
+            rss_mb = Some(sum.rss_pages as f64 * self.cfg.page_size as f64 / MB);
+        }
+        s.rss_mb = rss_mb.map(round3);
+        if plan.has(Figure::Peak) {
+            if let Some(p) = cg.peak_bytes {
+                self.hwm_mb = self.hwm_mb.max(p as f64 / MB);
+            }
+        } else if !plan.has(Figure::Memory) && detail {
+            self.hwm_mb = self.hwm_mb.max(sum.hwm_kb as f64 / 1024.0);
+        }
+        self.hwm_mb = self.hwm_mb.max(rss_mb.unwrap_or(0.0));
+        if rss_mb.is_some() || self.hwm_mb > 0.0 {
+            s.hwm_mb = Some(round3(self.hwm_mb));
+        }
+        s.swap_mb = if plan.has(Figure::Swap) {
+            cg.swap_bytes.map(|b| round3(b as f64 / MB))
+        } else if detail {
+            Some(round3(sum.swap_kb as f64 / 1024.0))
+        } else {
+            None
+        };
+        s.pss_mb = sum.pss_kb.map(|p| round3(p as f64 / 1024.0));
+    }
+
+    /// Fills the thread count of `s`: the cgroup's tasks (slurmstepd's and
+    /// the probe's own taken out), else the processes' threads on detail
+    /// samples.
+    fn put_threads(
+        &mut self,
+        s: &mut Sample,
+        sum: &ProcSums,
+        cg: &CgCounters,
+        plan: Figures,
+        detail: bool,
+    ) {
+        let threads = if plan.has(Figure::Tasks) {
+            cg.tasks.map(|t| {
+                let own = if self.self_listed {
+                    self.own_threads()
+                } else {
+                    0
+                };
+                t.saturating_sub(self.skipped_tasks).saturating_sub(own)
+            })
+        } else if detail {
+            Some(sum.threads)
+        } else {
+            None
+        };
+        s.threads = threads.map(|t| t.min(u64::from(u32::MAX)) as u32);
+    }
+
+    /// Fills the cumulative I/O of `s`: the cgroup's when it gives it (the
+    /// last one read once its file is gone), else the processes' on detail
+    /// samples, once any has shown I/O. Returns whether I/O was read now.
+    fn put_io(
+        &mut self,
+        s: &mut Sample,
+        sum: &ProcSums,
+        cg: &CgCounters,
+        plan: Figures,
+        detail: bool,
+    ) -> bool {
+        let mut now = false;
+        if plan.has(Figure::Io) {
+            if let (Some(r), Some(w)) = (cg.read_bytes, cg.write_bytes) {
+                self.out_read = self.out_read.max(r);
+                self.out_write = self.out_write.max(w);
+                now = true;
+            }
+            self.io_seen = true;
+        } else if detail {
+            now = sum.any_io || self.io_seen;
+            self.io_seen = now;
+            if now {
+                self.out_read = self.out_read.max(sum.read);
+                self.out_write = self.out_write.max(sum.write);
+            }
+        }
+        if self.io_seen && (now || plan.has(Figure::Io)) {
             s.read_mb = Some(round3(self.out_read as f64 / MB));
             s.write_mb = Some(round3(self.out_write as f64 / MB));
         }
-        any_io
+        now
     }
 
     /// Fills the rates of `s` over the `dt` seconds since the last sample:
-    /// busy cores, I/O and the node's counters.
+    /// busy cores, I/O (over `dt_io`, the seconds since the last I/O
+    /// reading, when I/O was read now) and the node's counters.
     fn put_rates(
         &mut self,
         s: &mut Sample,
         cpu_total: f64,
-        any_io: bool,
+        dt_io: Option<f64>,
         node_now: &NodeReading,
         dt: f64,
     ) {
@@ -698,12 +931,12 @@ impl Sampler {
         if let Some(c) = self.cfg.cpus.filter(|&c| c > 0) {
             s.cpu_frac = Some(round3(cores / f64::from(c)));
         }
-        if any_io {
+        if let Some(dt_io) = dt_io {
             s.read_mbps = Some(round3(
-                self.out_read.saturating_sub(p.read_b) as f64 / MB / dt,
+                self.out_read.saturating_sub(p.read_b) as f64 / MB / dt_io,
             ));
             s.write_mbps = Some(round3(
-                self.out_write.saturating_sub(p.write_b) as f64 / MB / dt,
+                self.out_write.saturating_sub(p.write_b) as f64 / MB / dt_io,
             ));
         }
         let r = self.node.rates(&p.node, node_now, dt);
@@ -720,7 +953,12 @@ impl Sampler {
         s.ib_tx_mbps = r.ib_tx_mbps.map(round3);
     }
 
-    /// Reads the job cgroup's counters, when the sampler watches one.
+    /// Reads the job cgroup's counters, when the sampler watches one. The
+    /// first reading finds which figures the cgroup gives (the plan: see
+    /// [`Sampler::sources`]); later ones read only those, and a figure
+    /// whose file has gone marks the job as ended
+    /// ([`Sampler::cgroup_ended`]). `None` without a cgroup, once it is
+    /// gone, or when it gives nothing.
     pub fn cgroup_counters(&mut self) -> Option<CgCounters> {
         let Watch::Job {
             cgroup: Some(cg), ..
@@ -729,10 +967,102 @@ impl Sampler {
             return None;
         };
         if !cg.exists() {
+            self.cgroup_gone = true;
             return None;
         }
-        let c = cgroup::read_counters(cg, &mut self.buf, 100.0);
-        (c.cpu_s.is_some() || c.user_s.is_some() || c.peak_bytes.is_some()).then_some(c)
+        let c = cgroup::read_counters(cg, &mut self.buf, 100.0, self.plan);
+        let now = c.figures();
+        match self.plan {
+            None => {
+                self.plan = Some(now);
+                self.fast = now.has(Figure::Cpu) && now.has(Figure::Memory);
+            }
+            Some(plan) if self.lost.is_empty() => {
+                self.lost = plan.lost_in(now);
+                if !self.lost.is_empty() && cg.exists() {
+                    let mut files: Vec<String> = self
+                        .lost
+                        .iter()
+                        .filter_map(|&f| cg.file_of(f))
+                        .map(|p| hpc_core::paths::shown(&p))
+                        .collect();
+                    files.dedup();
+                    hpc_core::note!(
+                        "hpc-probe: {} can no longer be read: taken as the end of the job",
+                        files.join(", ")
+                    );
+                }
+            }
+            Some(_) => {}
+        }
+        (!now.is_empty()).then_some(c)
+    }
+
+    /// Where each figure of the samples comes from, for the meta's
+    /// `source`: `cgroup FILE` (the job cgroup, each sample), `proc FILE`
+    /// (each watched process, each sample), `proc FILE, detail samples`
+    /// (each watched process, only on detail samples) or `running maximum
+    /// of rss_mb`. Rates follow their counters (`read_mbps` its
+    /// `read_mb`, `cpu_cores` and `cpu_frac` `cpu_user_s`). Call it after
+    /// the first [`Sampler::cgroup_counters`].
+    pub fn sources(&self) -> serde_json::Map<String, serde_json::Value> {
+        let plan = self.plan.unwrap_or_default();
+        let version = match &self.cfg.watch {
+            Watch::Job {
+                cgroup: Some(cg), ..
+            } => cg.version,
+            _ => Version::V2,
+        };
+        let cgroup = |f: Figure| format!("cgroup {}", f.file(version));
+        let detail = if self.fast { ", detail samples" } else { "" };
+        let proc_ = |file: &str| format!("proc {file}{detail}");
+        let pick = |f: Figure, file: &str| {
+            if plan.has(f) {
+                cgroup(f)
+            } else {
+                proc_(file)
+            }
+        };
+        let mut m = serde_json::Map::new();
+        let mut put = |k: &str, v: String| {
+            m.insert(k.into(), serde_json::Value::from(v));
+        };
+        put("rss_mb", pick(Figure::Memory, "stat"));
+        if plan.has(Figure::Memory) {
+            put("page_cache_mb", cgroup(Figure::Memory));
+        }
+        put(
+            "hwm_mb",
+            if plan.has(Figure::Peak) {
+                cgroup(Figure::Peak)
+            } else if plan.has(Figure::Memory) {
+                "running maximum of rss_mb".into()
+            } else {
+                proc_("status")
+            },
+        );
+        put("swap_mb", pick(Figure::Swap, "status"));
+        if self.cfg.pss {
+            put("pss_mb", proc_("smaps_rollup"));
+        }
+        let cpu = pick(Figure::Cpu, "stat");
+        put("cpu_user_s", cpu.clone());
+        put("cpu_sys_s", cpu);
+        put("threads", pick(Figure::Tasks, "stat"));
+        let procs = match &self.cfg.watch {
+            Watch::Job {
+                cgroup: Some(_), ..
+            } if self.fast && plan.has(Figure::Tasks) => "cgroup cgroup.procs, detail samples",
+            Watch::Job {
+                cgroup: Some(_), ..
+            } => "cgroup cgroup.procs",
+            _ => "proc stat",
+        };
+        put("procs", procs.to_string());
+        let io = pick(Figure::Io, "io");
+        put("read_mb", io.clone());
+        put("write_mb", io);
+        m
     }
 }
 

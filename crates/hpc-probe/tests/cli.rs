@@ -524,6 +524,84 @@ fn job_mode_on_a_fixture_cgroup_tree() {
 }
 
 #[test]
+fn job_probe_on_the_cgroup_path_ends_with_a_last_sample_when_a_file_disappears() {
+    // Issue 22: the figures come from the job cgroup (the meta says so), and
+    // a cgroup file that disappears (the job ending) ends the probe with 0.
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/proc-sys");
+    let proc_dir = root.join("proc/26231");
+    fs::create_dir_all(&proc_dir).unwrap();
+    for f in ["stat", "status", "io"] {
+        fs::copy(fx.join("proc/26231").join(f), proc_dir.join(f)).unwrap();
+    }
+    let job = root.join("sys/fs/cgroup/system.slice/slurmstepd.scope/job_42");
+    let task = job.join("step_0/user/task_0");
+    fs::create_dir_all(&task).unwrap();
+    fs::write(
+        root.join("sys/fs/cgroup/cgroup.controllers"),
+        "cpu io memory pids\n",
+    )
+    .unwrap();
+    let src = fx.join("cgroup-v2/sys/fs/cgroup/user.slice/user-1000.slice/session-520.scope");
+    for f in ["cpu.stat", "memory.stat", "memory.peak", "pids.current"] {
+        fs::copy(src.join(f), job.join(f)).unwrap();
+    }
+    fs::write(
+        job.join("io.stat"),
+        "8:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n",
+    )
+    .unwrap();
+    fs::write(task.join("cgroup.procs"), "26231\n").unwrap();
+    let mut probe = bin()
+        .args([
+            "--job",
+            "42",
+            "--interval",
+            "0.05",
+            "--no-perf",
+            "--detail-every",
+            "4",
+        ])
+        .arg("--proc-root")
+        .arg(root.join("proc"))
+        .arg("--sys-root")
+        .arg(root.join("sys"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    fs::remove_file(job.join("memory.stat")).unwrap();
+    let st = wait_for(&mut probe, 10);
+    let (out, err) = read_all(&mut probe);
+    assert!(st.success(), "{st:?} {err}");
+    assert!(err.contains("memory.stat can no longer be read"), "{err}");
+    let recs = records(&out);
+    let meta = &recs[0];
+    assert_eq!(meta["source"]["rss_mb"], "cgroup memory.stat", "{meta}");
+    assert_eq!(meta["source"]["read_mb"], "cgroup io.stat");
+    assert_eq!(meta["source"]["threads"], "cgroup pids.current");
+    assert_eq!(meta["detail_every"], 4);
+    let s = samples(&recs);
+    assert!(s.len() >= 3, "{out}");
+    assert!(s[0]["page_cache_mb"].as_f64().unwrap() > 0.0);
+    assert_eq!(s[0]["threads"], 148);
+    let last = s.last().unwrap();
+    assert!(last.get("rss_mb").is_none(), "memory.stat is gone: {last}");
+    assert_eq!(last["cpu_user_s"], s[0]["cpu_user_s"]);
+    assert_eq!(s[0]["procs"], 1, "the first sample lists the processes");
+    assert_eq!(out.lines().last().map(|l| l.ends_with('}')), Some(true));
+}
+
+#[test]
+fn detail_every_0_is_a_usage_error() {
+    let o = run(&["--job", "1", "--detail-every", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--detail-every must be at least 1"));
+}
+
+#[test]
 fn hpc_monitor_starts_and_stops_a_probe_on_one_node() {
     let dir = tempfile::tempdir().unwrap();
     let spool = dir.path().join("spool");
@@ -551,7 +629,7 @@ fn hpc_monitor_starts_and_stops_a_probe_on_one_node() {
         s.iter().any(|v| v["procs"].as_u64().unwrap_or(0) >= 1),
         "the job's shell was watched"
     );
-    assert!(!spool.join(&job).join(".monitor.pids").exists());
+    assert!(!spool.join(&job).join(".monitor.node7.pids").exists());
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         fs::metadata(spool.join(&job)).unwrap().permissions().mode() & 0o777,
@@ -965,7 +1043,7 @@ fn hpc_monitor_refuses_a_second_start_and_reports_a_failed_probe() {
     let o = monitor(&spool, &job, &["start", "--interval", "0.1", "--no-perf"]);
     assert!(o.status.success(), "{}", show(&o));
     let file = spool.join(&job).join("node7.ndjson");
-    let pids = spool.join(&job).join(".monitor.pids");
+    let pids = spool.join(&job).join(".monitor.node7.pids");
     let pid = fs::read_to_string(&pids).unwrap().trim().to_string();
     assert_eq!(meta_of(&file, 1)["probe_pid"].to_string(), pid);
     let o = monitor(&spool, &job, &["start", "--interval", "0.1", "--no-perf"]);

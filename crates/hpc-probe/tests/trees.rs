@@ -45,6 +45,7 @@ fn config(proc_root: &Path, watch: Watch) -> Config {
         page_size: 4096,
         self_pid: u32::MAX,
         host: Some("node1".into()),
+        detail_every: 1,
         job_id: Some("42".into()),
     }
 }
@@ -429,12 +430,7 @@ fn pid_reuse_is_a_new_process_and_cpu_never_goes_back() {
     write(&sys_root.join("fs/cgroup/cgroup.controllers"), "");
     write(&job.join("step_0/user/task_0/cgroup.procs"), "100\n");
     write(&proc_root.join("100/stat"), &fake_stat(100, 1, 50, 5));
-    let cg = JobCgroup {
-        version: Version::V2,
-        dir: job.clone(),
-        cpuacct: None,
-        devices: None,
-    };
+    let cg = JobCgroup::v2(job.clone());
     let mut s = Sampler::new(
         config(
             &proc_root,
@@ -582,4 +578,392 @@ fn counters_near_u64_max_saturate_and_never_panic() {
     let r = node.rates(&first, &second, 1.0);
     assert!(close(r.numa_miss_rate.unwrap(), 0.5, 1e-9));
     assert!(r.energy_j.unwrap() > 0.0);
+}
+
+// Issue 22: the job-wide figures from the job's cgroup, the per-process
+// detail on a slower cadence.
+
+const V2_SESSION: &str = "cgroup-v2/sys/fs/cgroup/user.slice/user-1000.slice/session-520.scope";
+
+/// A SLURM cgroup v2 job as slurmstepd lays it out: the job folder (with
+/// the real files of the v2 fixture's session scope, and an `io.stat` in
+/// the kernel's format, which that fixture lacks), nested steps (batch,
+/// extern, step 0 with two tasks) and slurmstepd's own `slurm`
+/// sub-cgroups. The real procfs process 26231 runs the batch step; a copy
+/// of it, 26232, runs task 0 of step 0. Returns (proc root, sys root, job
+/// folder).
+fn slurm_v2_job(root: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let proc_root = root.join("proc");
+    let sys_root = root.join("sys");
+    copy_tree(&fixtures().join("proc/26231"), &proc_root.join("26231"));
+    copy_tree(&fixtures().join("proc/26231"), &proc_root.join("26232"));
+    let job = sys_root.join("fs/cgroup/system.slice/slurmstepd.scope/job_42");
+    copy_tree(&fixtures().join(V2_SESSION), &job);
+    write(
+        &sys_root.join("fs/cgroup/cgroup.controllers"),
+        "cpuset cpu io memory pids\n",
+    );
+    write(
+        &job.join("io.stat"),
+        "254:0 rbytes=1048576 wbytes=2097152 rios=10 wios=20 dbytes=0 dios=0\n",
+    );
+    write(&job.join("step_batch/user/task_0/cgroup.procs"), "26231\n");
+    write(&job.join("step_batch/slurm/cgroup.procs"), "900\n");
+    write(&job.join("step_batch/slurm/pids.current"), "3\n");
+    write(&job.join("step_0/user/task_0/cgroup.procs"), "26232\n");
+    write(&job.join("step_0/user/task_1/cgroup.procs"), "");
+    write(&job.join("step_0/slurm/cgroup.procs"), "901\n");
+    write(&job.join("step_0/slurm/pids.current"), "4\n");
+    write(&job.join("step_extern/user/task_special/cgroup.procs"), "");
+    (proc_root, sys_root, job)
+}
+
+fn job_sampler(proc_root: &Path, cg: JobCgroup, every: u64, pss: bool) -> Sampler {
+    let mut cfg = config(
+        proc_root,
+        Watch::Job {
+            id: "42".into(),
+            cgroup: Some(cg),
+        },
+    );
+    cfg.detail_every = every;
+    cfg.pss = pss;
+    Sampler::new(cfg, NodeSources::default())
+}
+
+/// Replaces `key value` in a cgroup file.
+fn bump(file: &Path, key: &str, value: u64) {
+    let text = fs::read_to_string(file).unwrap();
+    let out: Vec<String> = text
+        .lines()
+        .map(|l| match l.split_once(' ') {
+            Some((k, _)) if k == key => format!("{k} {value}"),
+            _ => l.to_string(),
+        })
+        .collect();
+    assert_ne!(
+        out.join("\n") + "\n",
+        text,
+        "{key} not in {}",
+        file.display()
+    );
+    write(file, &(out.join("\n") + "\n"));
+}
+
+#[test]
+fn cgroup_v2_job_figures_come_from_its_files_and_processes_only_on_detail_samples() {
+    let d = tempfile::tempdir().unwrap();
+    let (proc_root, sys_root, job) = slurm_v2_job(d.path());
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    assert_eq!(cg.dir, job);
+    let mut s = job_sampler(&proc_root, cg, 3, true);
+    let c = s.cgroup_counters();
+    assert!(s.cgroup_path(), "cpu.stat and memory.stat: the cgroup path");
+    let src = s.sources();
+    assert_eq!(src["rss_mb"], "cgroup memory.stat");
+    assert_eq!(src["page_cache_mb"], "cgroup memory.stat");
+    assert_eq!(src["hwm_mb"], "cgroup memory.peak");
+    assert_eq!(src["swap_mb"], "cgroup memory.swap.current");
+    assert_eq!(src["cpu_user_s"], "cgroup cpu.stat");
+    assert_eq!(src["threads"], "cgroup pids.current");
+    assert_eq!(src["procs"], "cgroup cgroup.procs, detail samples");
+    assert_eq!(src["read_mb"], "cgroup io.stat");
+    assert_eq!(src["pss_mb"], "proc smaps_rollup, detail samples");
+
+    let a = s.sample(0.0, 0.0, c);
+    assert!(s.last_was_detail(), "the first sample is a detail sample");
+    assert_eq!(a.procs, Some(2), "both steps, slurmstepd left out");
+    // memory.stat: anon 1411100672 + shmem 20480; file 8621432832 - shmem.
+    assert!(close(a.rss_mb.unwrap(), 1411121152.0 / MB, 0.001), "{a:?}");
+    assert!(close(a.page_cache_mb.unwrap(), 8621412352.0 / MB, 0.001));
+    assert!(close(a.hwm_mb.unwrap(), 18772946944.0 / MB, 0.001));
+    assert!(close(a.swap_mb.unwrap(), 17715200.0 / MB, 0.001));
+    assert!(close(a.cpu_user_s.unwrap(), 2915.072, 0.001));
+    assert!(close(a.cpu_sys_s.unwrap(), 696.275, 0.001));
+    assert_eq!(
+        a.threads,
+        Some(148 - 3 - 4),
+        "pids.current less slurmstepd's"
+    );
+    assert_eq!(a.read_mb, Some(1.0));
+    assert_eq!(a.write_mb, Some(2.0));
+    assert!(a.pss_mb.is_some(), "--pss on a detail sample");
+
+    // Process 26232 leaves /proc while still listed: a sample without
+    // detail reads neither /proc nor cgroup.procs (the task count is
+    // there), and the job goes on.
+    fs::remove_dir_all(proc_root.join("26232")).unwrap();
+    bump(&job.join("cpu.stat"), "usage_usec", 3611347518 + 2_000_000);
+    write(
+        &job.join("io.stat"),
+        "254:0 rbytes=3145728 wbytes=2097152 rios=12 wios=20 dbytes=0 dios=0\n",
+    );
+    let c = s.cgroup_counters();
+    let b = s.sample(1.0, 1.0, c);
+    assert!(!s.last_was_detail());
+    assert_eq!(b.procs, None);
+    assert_eq!(s.process_count(), 2);
+    assert!(close(b.cpu_cores.unwrap(), 2.0, 1e-9));
+    assert_eq!(b.cpu_frac, Some(1.0));
+    assert_eq!(b.read_mbps, Some(2.0));
+    assert_eq!(b.write_mbps, Some(0.0));
+    assert_eq!(b.threads, Some(141));
+    assert!(b.rss_mb.is_some() && b.swap_mb.is_some() && b.hwm_mb.is_some());
+    assert_eq!(b.pss_mb, None, "per-process only: not on this sample");
+    let c = s.cgroup_counters();
+    let _ = s.sample(2.0, 2.0, c);
+    assert!(!s.last_was_detail());
+    // The fourth sample (one in three after the first) reads /proc again.
+    let c = s.cgroup_counters();
+    let e = s.sample(3.0, 3.0, c);
+    assert!(s.last_was_detail());
+    assert_eq!(e.procs, Some(1), "26232 is gone from /proc");
+    assert!(e.pss_mb.is_some());
+    // A sample asked to be the last is a detail sample.
+    let c = s.cgroup_counters();
+    let _ = s.sample(4.0, 4.0, c);
+    assert!(!s.last_was_detail());
+    s.detail_next();
+    let c = s.cgroup_counters();
+    let f = s.sample(5.0, 5.0, c);
+    assert!(s.last_was_detail());
+    assert!(f.pss_mb.is_some());
+    assert!(!s.cgroup_ended());
+    // The task count falls to slurmstepd's alone: the pids are listed to
+    // see whether any process is left. One is (26231; 26232 is listed too).
+    let c = s.cgroup_counters();
+    let _ = s.sample(6.0, 6.0, c);
+    assert!(s.last_was_detail(), "one in three");
+    write(&job.join("pids.current"), "7\n");
+    let c = s.cgroup_counters();
+    let g = s.sample(7.0, 7.0, c);
+    assert!(!s.last_was_detail());
+    assert_eq!((g.threads, g.procs), (Some(0), Some(2)));
+    // None is: the job has ended on this node.
+    write(&job.join("step_batch/user/task_0/cgroup.procs"), "");
+    write(&job.join("step_0/user/task_0/cgroup.procs"), "");
+    let c = s.cgroup_counters();
+    let h = s.sample(8.0, 8.0, c);
+    assert!(!s.last_was_detail());
+    assert_eq!(h.procs, Some(0));
+    assert_eq!(s.process_count(), 0);
+}
+
+#[test]
+fn cgroup_v2_kernel_without_memory_peak_keeps_the_running_maximum() {
+    let d = tempfile::tempdir().unwrap();
+    let (proc_root, sys_root, job) = slurm_v2_job(d.path());
+    fs::remove_file(job.join("memory.peak")).unwrap();
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let mut s = job_sampler(&proc_root, cg, 10, false);
+    let c = s.cgroup_counters();
+    assert_eq!(s.sources()["hwm_mb"], "running maximum of rss_mb");
+    let a = s.sample(0.0, 0.0, c);
+    assert_eq!(a.hwm_mb, a.rss_mb, "the first sample's RSS");
+    // RSS goes up, then down: the peak stays at the highest.
+    bump(&job.join("memory.stat"), "anon", 2 * 1024 * 1024 * 1024);
+    let c = s.cgroup_counters();
+    let b = s.sample(1.0, 1.0, c);
+    assert!(close(b.rss_mb.unwrap(), 2048.0 + 0.02, 0.001), "{b:?}");
+    assert_eq!(b.hwm_mb, b.rss_mb);
+    bump(&job.join("memory.stat"), "anon", 100 * 1024 * 1024);
+    let c = s.cgroup_counters();
+    let e = s.sample(2.0, 2.0, c);
+    assert!(close(e.rss_mb.unwrap(), 100.02, 0.001));
+    assert_eq!(e.hwm_mb, b.hwm_mb);
+    assert!(
+        !s.cgroup_ended(),
+        "a file absent from the start is not a file that disappeared"
+    );
+}
+
+/// A SLURM cgroup v1 job (`<controller>/slurm/uid_0/job_42/step_0/task_0`)
+/// in the memory, cpuacct, blkio and pids hierarchies, from the files
+/// captured on the project's VM (`cgroup-v1-local`), with device lines
+/// written into the blkio file (the capture had none). Returns (proc
+/// root, sys root).
+fn slurm_v1_local_job(root: &Path) -> (PathBuf, PathBuf) {
+    let proc_root = root.join("proc");
+    let sys_root = root.join("sys");
+    copy_tree(&fixtures().join("proc/26231"), &proc_root.join("26231"));
+    let job = "slurm/uid_0/job_42";
+    let mut lines = String::new();
+    for (n, c) in ["memory", "cpuacct", "blkio", "pids"].iter().enumerate() {
+        let dir = sys_root.join("fs/cgroup").join(c).join(job);
+        copy_tree(&fixtures().join("cgroup-v1-local").join(c), &dir);
+        write(&dir.join("step_0/task_0/cgroup.procs"), "26231\n");
+        write(&dir.join("step_extern/cgroup.procs"), "");
+        lines.push_str(&format!("{}:{c}:/{job}/step_0/task_0\n", n + 2));
+    }
+    write(
+        &sys_root
+            .join("fs/cgroup/blkio")
+            .join(job)
+            .join("blkio.throttle.io_service_bytes_recursive"),
+        "254:0 Read 8192\n254:0 Write 8388608\n254:0 Sync 8388608\n254:0 Async 8192\n254:0 Discard 0\n254:0 Total 8396800\nTotal 8396800\n",
+    );
+    write(&proc_root.join("26231/cgroup"), &lines);
+    (proc_root, sys_root)
+}
+
+#[test]
+fn cgroup_v1_job_from_a_real_capture_gives_rss_cache_tasks_and_io() {
+    let d = tempfile::tempdir().unwrap();
+    let (proc_root, sys_root) = slurm_v1_local_job(d.path());
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    assert!(cg.blkio.is_some() && cg.pids.is_some());
+    let text = fs::read_to_string(proc_root.join("26231/cgroup")).unwrap();
+    assert_eq!(
+        cgroup::job_cgroup_from_lines(&sys_root, &text, "42").unwrap(),
+        cg
+    );
+    let usage = cg.cpuacct.as_ref().unwrap().join("cpuacct.usage");
+    let mut s = job_sampler(&proc_root, cg, 10, false);
+    let c = s.cgroup_counters();
+    assert!(s.cgroup_path());
+    let src = s.sources();
+    assert_eq!(src["cpu_user_s"], "cgroup cpuacct.stat");
+    assert_eq!(src["hwm_mb"], "cgroup memory.max_usage_in_bytes");
+    assert_eq!(src["swap_mb"], "cgroup memory.stat");
+    assert_eq!(
+        src["read_mb"],
+        "cgroup blkio.throttle.io_service_bytes_recursive"
+    );
+    assert_eq!(src["threads"], "cgroup pids.current");
+    let a = s.sample(0.0, 0.0, c);
+    assert!(close(
+        a.rss_mb.unwrap(),
+        (38555648.0 + 4194304.0) / MB,
+        0.001
+    ));
+    assert!(close(
+        a.page_cache_mb.unwrap(),
+        (12963840.0 - 4194304.0) / MB,
+        0.001
+    ));
+    assert!(close(a.hwm_mb.unwrap(), 60989440.0 / MB, 0.001));
+    assert_eq!(a.swap_mb, Some(0.0));
+    assert_eq!((a.cpu_user_s, a.cpu_sys_s), (Some(0.27), Some(0.27)));
+    assert_eq!(a.threads, Some(4), "one process, four tasks");
+    assert_eq!(a.procs, Some(1));
+    assert!(close(a.read_mb.unwrap(), 8192.0 / MB, 0.001));
+    assert_eq!(a.write_mb, Some(8.0));
+    write(&usage, &format!("{}\n", 549833842u64 + 500_000_000));
+    let c = s.cgroup_counters();
+    let b = s.sample(1.0, 2.0, c);
+    assert!(close(b.cpu_cores.unwrap(), 0.25, 1e-9));
+    assert_eq!(b.read_mbps, Some(0.0));
+}
+
+#[test]
+fn v1_job_without_pids_or_blkio_takes_threads_and_io_from_detail_samples() {
+    let d = tempfile::tempdir().unwrap();
+    let (proc_root, sys_root) = slurm_v1_local_job(d.path());
+    for c in ["blkio", "pids"] {
+        fs::remove_dir_all(sys_root.join("fs/cgroup").join(c)).unwrap();
+    }
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let mut s = job_sampler(&proc_root, cg, 2, false);
+    let c = s.cgroup_counters();
+    assert!(s.cgroup_path());
+    assert_eq!(s.sources()["threads"], "proc stat, detail samples");
+    assert_eq!(s.sources()["read_mb"], "proc io, detail samples");
+    let a = s.sample(0.0, 0.0, c);
+    assert_eq!(a.threads, Some(1), "the fixture process's own stat");
+    assert!(close(a.read_mb.unwrap(), 1024.0 / MB, 0.001), "its io");
+    let c = s.cgroup_counters();
+    let b = s.sample(1.0, 1.0, c);
+    assert_eq!((b.threads, b.read_mb, b.read_mbps), (None, None, None));
+    assert!(b.rss_mb.is_some() && b.cpu_user_s.is_some());
+    let io = proc_root.join("26231/io");
+    let text = fs::read_to_string(&io).unwrap().replace(
+        "read_bytes: 1024",
+        &format!("read_bytes: {}", 1024 + 4 * 1048576),
+    );
+    write(&io, &text);
+    let c = s.cgroup_counters();
+    let e = s.sample(2.0, 2.0, c);
+    assert_eq!(e.threads, Some(1));
+    // The rate covers the two seconds since the last detail sample.
+    assert_eq!(e.read_mbps, Some(2.0));
+}
+
+#[test]
+fn each_v2_cgroup_file_that_disappears_ends_the_job_with_a_last_sample() {
+    for (file, figure) in [
+        ("memory.stat", cgroup::Figure::Memory),
+        ("cpu.stat", cgroup::Figure::Cpu),
+        ("memory.peak", cgroup::Figure::Peak),
+        ("memory.swap.current", cgroup::Figure::Swap),
+        ("io.stat", cgroup::Figure::Io),
+        ("pids.current", cgroup::Figure::Tasks),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let (proc_root, sys_root, job) = slurm_v2_job(d.path());
+        let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+        let mut s = job_sampler(&proc_root, cg, 10, false);
+        let c = s.cgroup_counters();
+        let a = s.sample(0.0, 0.0, c);
+        fs::remove_file(job.join(file)).unwrap();
+        let c = s.cgroup_counters();
+        assert!(s.cgroup_ended(), "{file}");
+        assert_eq!(s.lost_figures(), [figure], "{file}");
+        let b = s.sample(1.0, 1.0, c);
+        // The last sample keeps the cumulative counters.
+        assert_eq!(b.cpu_user_s, a.cpu_user_s, "{file}");
+        assert_eq!(b.read_mb, a.read_mb, "{file}");
+        assert_eq!(b.hwm_mb, a.hwm_mb, "{file}");
+        match file {
+            "memory.stat" => assert_eq!((b.rss_mb, b.page_cache_mb), (None, None)),
+            "cpu.stat" => assert_eq!(b.cpu_cores, Some(0.0)),
+            "memory.swap.current" => assert_eq!(b.swap_mb, None),
+            "io.stat" => assert_eq!(b.read_mbps, None),
+            "pids.current" => assert_eq!(b.threads, None),
+            _ => assert!(b.rss_mb.is_some()),
+        }
+    }
+    // The whole folder.
+    let d = tempfile::tempdir().unwrap();
+    let (proc_root, sys_root, job) = slurm_v2_job(d.path());
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let mut s = job_sampler(&proc_root, cg, 10, false);
+    let c = s.cgroup_counters();
+    let a = s.sample(0.0, 0.0, c);
+    fs::remove_dir_all(&job).unwrap();
+    let c = s.cgroup_counters();
+    assert!(c.is_none() && s.cgroup_ended());
+    let b = s.sample(1.0, 1.0, c);
+    assert_eq!(b.procs, Some(0));
+    assert_eq!(b.cpu_user_s, a.cpu_user_s);
+}
+
+#[test]
+fn each_v1_cgroup_file_that_disappears_ends_the_job_with_a_last_sample() {
+    for (ctl, file) in [
+        ("memory", "memory.stat"),
+        ("memory", "memory.max_usage_in_bytes"),
+        ("cpuacct", "cpuacct.stat"),
+        ("blkio", "blkio.throttle.io_service_bytes_recursive"),
+        ("pids", "pids.current"),
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let (proc_root, sys_root) = slurm_v1_local_job(d.path());
+        let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+        let mut s = job_sampler(&proc_root, cg, 10, false);
+        let c = s.cgroup_counters();
+        let a = s.sample(0.0, 0.0, c);
+        fs::remove_file(
+            sys_root
+                .join("fs/cgroup")
+                .join(ctl)
+                .join("slurm/uid_0/job_42")
+                .join(file),
+        )
+        .unwrap();
+        let c = s.cgroup_counters();
+        assert!(s.cgroup_ended(), "{file}");
+        let b = s.sample(1.0, 1.0, c);
+        assert_eq!(b.cpu_user_s, a.cpu_user_s, "{file}");
+        assert_eq!(b.write_mb, a.write_mb, "{file}");
+    }
 }
