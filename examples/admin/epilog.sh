@@ -1,13 +1,23 @@
 #!/bin/sh
 # Epilog (slurm.conf: Epilog=/etc/slurm/hpc-epilog.sh): runs as root on each
-# node when the job ends. Stops the job's probes and, on the batch host,
-# finalizes the job into its user's spool folder (incoming/), where the
-# single loader (loader.sh) picks it up. Never fails the node.
-spool_root=/var/spool/hpc-sizer
+# node when the job ends, however it ends (completed, failed, cancelled,
+# out of time). Stops this node's probe (hpc-monitor stop: the node's own
+# pids file); the last node to stop finalizes the job, as its user, into the
+# user's spool folder (incoming/), where the single loader (loader.sh) picks
+# it up. A node whose Epilog never ran (it rebooted) leaves its files to
+# hpc-harvest, which finalizes them after a grace period. Never fails the
+# node. The tools must be on the PATH this script gets (/usr/local/bin).
+spool_root=${HPC_SIZER_SPOOL_ROOT:-/var/spool/hpc-sizer}
+PATH=${PATH:-/usr/local/bin:/usr/bin:/bin}
 [ -n "${SLURM_JOB_ID:-}" ] && [ -n "${SLURM_JOB_USER:-}" ] || exit 0
 spool="$spool_root/$SLURM_JOB_USER"
-[ -d "$spool/$SLURM_JOB_ID" ] || exit 0
+dir="$spool/$SLURM_JOB_ID"
+[ -d "$dir" ] || exit 0
 HPC_SIZER_SPOOL=$spool hpc-monitor stop >/dev/null 2>&1
+# A probe of another node still runs: that node's Epilog finalizes.
+for p in "$dir"/.monitor.*.pids; do
+    [ -e "$p" ] && exit 0
+done
 # The finalizer runs as the user, so that the files stay theirs (0600).
-su -s /bin/sh "$SLURM_JOB_USER" -c "HPC_SIZER_SPOOL='$spool' hpc-finalize '$SLURM_JOB_ID'" >/dev/null 2>&1 || :
+su -s /bin/sh "$SLURM_JOB_USER" -c "PATH='$PATH' HPC_SIZER_SPOOL='$spool' hpc-finalize '$SLURM_JOB_ID'" >/dev/null 2>&1 || :
 exit 0

@@ -8,7 +8,7 @@
 # Admin mode: no user needs to change a script. Lines printed as
 # "export NAME=VALUE" enter the task's environment.
 set -eu
-spool_root=${HPC_SIZER_SPOOL_ROOT:-/var/spool/hpc-sizer}   # root-owned, 0755, on local or shared storage
+spool_root=${HPC_SIZER_SPOOL_ROOT:-/var/spool/hpc-sizer}   # root-owned, mode 1777 (each user makes a private folder in it), local or shared
 [ -n "${SLURM_JOB_ID:-}" ] || exit 0
 [ "${SLURM_STEP_ID:-}" = batch ] || [ "${SLURM_STEP_ID:-}" = 0 ] || exit 0
 spool="$spool_root/$(id -un)"

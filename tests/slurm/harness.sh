@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# tests/slurm/harness.sh: a throw-away single-node SLURM cluster with
-# accounting (slurmdbd + MariaDB) for the integration test in run.sh, kept
-# apart from any SLURM, munge or MariaDB of the machine's own.
+# tests/slurm/harness.sh: a throw-away SLURM cluster of one or more nodes on
+# this one machine, with accounting (slurmdbd + MariaDB), for the real-SLURM
+# tests, kept apart from any SLURM, munge or MariaDB of the machine's own.
+# Each node is its own slurmd (`slurmd -N NODE`) with its own name, port,
+# spool, pid file and log; with cgroup v1 each node's jobs get real cgroups
+# of their own (/sys/fs/cgroup/CONTROLLER/slurm_NODE/uid_U/job_J/...).
 #
 #   bash tests/slurm/harness.sh install   install the Debian packages missing
 #   bash tests/slurm/harness.sh up        install, write the config, start the
@@ -34,8 +37,15 @@
 #
 # Settings (environment):
 #   HPC_SLURM_STATE    state folder (default /var/lib/hpc-sizer-slurm)
-#   HPC_SLURM_PORT     first of four TCP ports on 127.0.0.1: slurmctld, slurmd,
-#                      slurmdbd and MariaDB (default 16817, so 16817..16820)
+#   HPC_SLURM_PORT     first of the TCP ports on 127.0.0.1: slurmctld, the first
+#                      node's slurmd, slurmdbd, MariaDB, then one per further
+#                      node (default 16817, so 16817..16820 and 16821.. for
+#                      nodes 2..)
+#   HPC_TEST_NODES     the number of nodes, 1 to 9 (default 3): the first is
+#                      named after the host, the others HOST-2, HOST-3, ...
+#   HPC_SLURM_TASKPROLOG, HPC_SLURM_PROLOG, HPC_SLURM_EPILOG
+#                      programs set as TaskProlog, Prolog and Epilog in
+#                      slurm.conf (default none): the admin mode's snippets
 #   HPC_SLURM_CLUSTER  ClusterName (default hpcsizer)
 #   HPC_SLURM_ACCOUNT  account of the submitting users (default hpcsizer)
 #   HPC_SLURM_USERS    more unix users to add to the accounting (default none)
@@ -50,6 +60,11 @@ account=${HPC_SLURM_ACCOUNT:-hpcsizer}
 extra_users=${HPC_SLURM_USERS:-}
 apt_timeout=${HPC_SLURM_APT_TIMEOUT:-600}
 port_base=${HPC_SLURM_PORT:-16817}
+nodes=${HPC_TEST_NODES:-3}
+if ! [[ $nodes =~ ^[1-9]$ ]]; then
+    echo "$prog: error: HPC_TEST_NODES must be a number in 1..9" >&2
+    exit 2
+fi
 if ! [[ $port_base =~ ^[0-9]{4,5}$ ]] || [ "$port_base" -lt 1024 ] || [ "$port_base" -gt 65530 ]; then
     echo "$prog: error: HPC_SLURM_PORT must be a number in 1024..65530" >&2
     exit 2
@@ -132,31 +147,45 @@ pidfile_runs() {
     echo "$pid"
 }
 
-# recorded <comm>: the pid this harness recorded for that daemon.
+# recorded <name>: the pid this harness recorded for that daemon (a
+# slurmd's name is slurmd:NODE).
 recorded() { awk -v n="$1" '$1 == n { print $2 }' "$started" 2>/dev/null; }
 
-# remember <comm> <pid>: note that this script started that daemon.
+# remember <name> <pid>: note that this script started that daemon.
 remember() {
     local tmp=$started.tmp
     { grep -v "^$1 " "$started" 2>/dev/null || true; echo "$1 $2"; } >"$tmp"
     mv -f "$tmp" "$started"
 }
 
-# ours <comm>: the daemon this script recorded for that name still runs.
+# ours <name>: the daemon this script recorded for that name still runs.
 ours() {
     local pid
     pid=$(recorded "$1")
-    [ -n "$pid" ] && pid_runs "$pid" "$1"
+    [ -n "$pid" ] && pid_runs "$pid" "${1%%:*}"
 }
 
 # foreign_pids <comm>: running processes of that name that are not ours.
 foreign_pids() {
     local pid mine
-    mine=$(recorded "$1")
+    mine=" $(awk -v n="$1" '$1 == n || index($1, n ":") == 1 { printf "%s ", $2 }' "$started" 2>/dev/null)"
     for pid in $(pgrep -x "$1" 2>/dev/null); do
-        [ "$pid" = "$mine" ] && continue
+        [[ $mine == *" $pid "* ]] && continue
         pid_runs "$pid" "$1" && printf '%s ' "$pid"
     done
+}
+
+# node_names: the test cluster's nodes, one a line.
+node_names() {
+    local host i
+    host=$(short_host)
+    echo "$host"
+    for ((i = 2; i <= nodes; i++)); do echo "$host-$i"; done
+}
+
+# node_port <i>: the slurmd port of node i (1-based).
+node_port() {
+    if [ "$1" -eq 1 ]; then echo "$slurmd_port"; else echo $((port_base + 2 + $1)); fi
 }
 
 # stop_pid <comm> <pid>: SIGTERM, wait up to 30 s, then SIGKILL.
@@ -181,10 +210,11 @@ stop_pid() {
 
 # stop_ours: the daemons this script started, clients first.
 stop_ours() {
-    local d pid
+    local d name pid
     for d in slurmd slurmctld slurmdbd mariadbd munged; do
-        pid=$(recorded "$d")
-        [ -n "$pid" ] && stop_pid "$d" "$pid"
+        while read -r name pid; do
+            [ "${name%%:*}" = "$d" ] && stop_pid "$d" "$pid"
+        done < <(cat "$started" 2>/dev/null)
     done
     rm -f "$started"
 }
@@ -280,13 +310,18 @@ install_packages() {
 # check_ports: each port of the test cluster is free or held by our daemon.
 check_ports() {
     command -v ss >/dev/null 2>&1 || return 0
-    local spec comm port
-    for spec in slurmctld:$ctld_port slurmd:$slurmd_port slurmdbd:$dbd_port mariadbd:$db_port; do
-        comm=${spec%%:*}
-        port=${spec#*:}
-        ours "$comm" && continue
+    local spec name port i=0 node
+    local specs=("slurmctld=$ctld_port" "slurmdbd=$dbd_port" "mariadbd=$db_port")
+    while read -r node; do
+        i=$((i + 1))
+        specs+=("slurmd:$node=$(node_port "$i")")
+    done < <(node_names)
+    for spec in "${specs[@]}"; do
+        name=${spec%%=*}
+        port=${spec#*=}
+        ours "$name" && continue
         if [ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ]; then
-            skip "TCP port $port (for the test cluster's $comm) is in use by another program; set HPC_SLURM_PORT to the first of four free ports"
+            skip "TCP port $port (for the test cluster's $name) is in use by another program; set HPC_SLURM_PORT to the first of $((3 + nodes)) free ports"
         fi
     done
 }
@@ -368,20 +403,32 @@ EOF
         fail "could not set up the accounting database"
 }
 
-# node_line: NodeName=<host> with the hardware slurmd -C reports.
-node_line() {
-    local host=$1 hw key out=""
+# node_lines: a NodeName line per node (its own port) with the hardware
+# slurmd -C reports; the memory is shared out between the nodes.
+node_lines() {
+    local hw key out="" node i=0
     hw=$(timeout 20 slurmd -C 2>/dev/null | head -n 1)
     for key in CPUs Boards SocketsPerBoard CoresPerSocket ThreadsPerCore RealMemory; do
         local v
         v=$(printf '%s\n' "$hw" | tr ' ' '\n' | sed -n "s/^$key=//p")
+        [ "$key" = RealMemory ] && [ -n "$v" ] && v=$((v / nodes))
         [ -n "$v" ] && out="$out $key=$v"
     done
     case $out in
         *CPUs=*RealMemory=*) ;;
-        *) out=" CPUs=$(nproc) RealMemory=$(awk '/^MemTotal:/ { print int($2 / 1024) - 256 }' /proc/meminfo)" ;;
+        *) out=" CPUs=$(nproc) RealMemory=$(awk -v n="$nodes" '/^MemTotal:/ { print int(($2 / 1024 - 256) / n) }' /proc/meminfo)" ;;
     esac
-    echo "NodeName=$host NodeAddr=127.0.0.1$out State=UNKNOWN"
+    while read -r node; do
+        i=$((i + 1))
+        echo "NodeName=$node NodeHostname=$(short_host) NodeAddr=127.0.0.1 Port=$(node_port "$i")$out State=UNKNOWN"
+    done < <(node_names)
+}
+
+# slurm_hooks: the Prolog, TaskProlog and Epilog lines asked for.
+slurm_hooks() {
+    [ -z "${HPC_SLURM_PROLOG:-}" ] || echo "Prolog=$HPC_SLURM_PROLOG"
+    [ -z "${HPC_SLURM_TASKPROLOG:-}" ] || echo "TaskProlog=$HPC_SLURM_TASKPROLOG"
+    [ -z "${HPC_SLURM_EPILOG:-}" ] || echo "Epilog=$HPC_SLURM_EPILOG"
 }
 
 cgroup_mode() {
@@ -458,11 +505,11 @@ MpiDefault=none
 SlurmctldPort=$ctld_port
 SlurmdPort=$slurmd_port
 StateSaveLocation=$ctld_state
-SlurmdSpoolDir=$slurmd_spool
+SlurmdSpoolDir=$slurmd_spool/%n
 SlurmctldPidFile=$slurm_run/slurmctld.pid
-SlurmdPidFile=$slurm_run/slurmd.pid
+SlurmdPidFile=$slurm_run/slurmd-%n.pid
 SlurmctldLogFile=$log_dir/slurmctld.log
-SlurmdLogFile=$log_dir/slurmd.log
+SlurmdLogFile=$log_dir/slurmd-%n.log
 ReturnToService=2
 ProctrackType=$proctrack
 TaskPlugin=$taskplugin
@@ -490,8 +537,9 @@ KillWait=5
 InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=60
-$(node_line "$host")
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+$(slurm_hooks)
+$(node_lines)
+PartitionName=debug Nodes=$(node_names | paste -sd,) Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
     write_if_changed "$conf_dir/slurmdbd.conf" 600 slurm:slurm <<EOF && same=0
 # written by hpc-sizer tests/slurm/harness.sh
@@ -561,37 +609,44 @@ node_ready() {
     timeout 10 sinfo -h -n "$1" -o '%T' 2>/dev/null | grep -Eqx 'idle|mixed|allocated'
 }
 
-# start_daemon <comm>: start a SLURM daemon (it daemonizes) unless ours runs.
+# start_daemon <comm> [NODE]: start a SLURM daemon (it daemonizes) unless
+# ours runs; a slurmd for NODE (slurmd -N NODE, its files named after it).
 start_daemon() {
-    local d=$1 pidf=$slurm_run/$1.pid
+    local d=$1 node=${2:-} name=$1 file=$1 args=()
+    if [ -n "$node" ]; then
+        name=$d:$node file=$d-$node args=(-N "$node")
+    fi
+    local pidf=$slurm_run/$file.pid
     pidfile_runs "$d" "$pidf" >/dev/null && return 0
     rm -f "$pidf"
-    timeout 30 "/usr/sbin/$d" || fail "$d did not start (log: $log_dir/$d.log)"
+    [ -z "$node" ] || install -d -o root -g root -m 755 "$slurmd_spool/$node"
+    timeout 30 "/usr/sbin/$d" "${args[@]}" || fail "$name did not start (log: $log_dir/$file.log)"
     if ! retry 30 pidfile_runs "$d" "$pidf"; then
-        tail -n 15 "$log_dir/$d.log" >&2
-        fail "$d wrote no pid file within 30 s"
+        tail -n 15 "$log_dir/$file.log" >&2
+        fail "$name wrote no pid file within 30 s"
     fi
-    remember "$d" "$(pidfile_runs "$d" "$pidf")"
-    say "started $d"
+    remember "$name" "$(pidfile_runs "$d" "$pidf")"
+    say "started $name"
 }
 
 start_slurm() {
-    local host=$1
+    local node
     start_daemon slurmctld
     if ! retry 30 scontrol ping; then
         tail -n 15 "$log_dir/slurmctld.log" >&2
         fail "slurmctld did not answer within 30 s"
     fi
-    start_daemon slurmd
-    if ! retry 30 node_ready "$host"; then
+    while read -r node; do start_daemon slurmd "$node"; done < <(node_names)
+    while read -r node; do
+        retry 30 node_ready "$node" && continue
         # A node left down or drained by an earlier unclean stop.
-        timeout 10 scontrol update NodeName="$host" State=RESUME >/dev/null 2>&1
-        if ! retry 30 node_ready "$host"; then
+        timeout 10 scontrol update NodeName="$node" State=RESUME >/dev/null 2>&1
+        if ! retry 30 node_ready "$node"; then
             timeout 10 sinfo -N -l >&2
-            tail -n 15 "$log_dir/slurmd.log" >&2
-            fail "node $host is not idle after 60 s"
+            tail -n 15 "$log_dir/slurmd-$node.log" >&2
+            fail "node $node is not idle after 60 s"
         fi
-    fi
+    done < <(node_names)
 }
 
 cmd_install() {
@@ -615,10 +670,12 @@ cmd_up() {
     fi
     install -d -o root -g root -m 755 "$conf_dir" "$slurmd_spool"
     install -d -o slurm -g slurm -m 755 "$log_dir" "$slurm_run" "$ctld_state"
-    local host mode
+    local host mode node
     host=$(short_host)
     # Node cgroups that exist before our first slurmd are not ours to purge.
-    [ -e "$state_dir/cgroups-before" ] || node_cgroups "$host" >"$state_dir/cgroups-before"
+    if [ ! -e "$state_dir/cgroups-before" ]; then
+        for node in $(node_names); do node_cgroups "$node"; done | sort -u >"$state_dir/cgroups-before"
+    fi
     mode=$(cgroup_mode)
     if write_config "$host" "$mode" && [ -s "$started" ]; then
         say "the config changed: restarting the daemons this harness started"
@@ -627,14 +684,13 @@ cmd_up() {
     start_munge
     start_mariadb
     start_slurmdbd
-    start_slurm "$host"
-    say "cluster $cluster up (SLURM_CONF=$SLURM_CONF): node $host idle, cgroup mode $mode, ports $ctld_port-$db_port, $(elapsed) s"
+    start_slurm
+    say "cluster $cluster up (SLURM_CONF=$SLURM_CONF): $nodes node(s) $(node_names | paste -sd ' ') idle, cgroup mode $mode, ports $ctld_port-$db_port$( [ "$nodes" -eq 1 ] || echo " and $((port_base + 4))-$((port_base + 2 + nodes))"), $(elapsed) s"
 }
 
 purge() {
-    local host d pkgs
-    host=$(short_host)
-    for d in $(node_cgroups "$host"); do
+    local d pkgs
+    for d in $(for n in $(node_names); do node_cgroups "$n"; done | sort -u); do
         grep -qxF "$d" "$state_dir/cgroups-before" 2>/dev/null && continue
         # Leaves first; a folder still holding tasks stays.
         find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
@@ -688,13 +744,15 @@ cmd_down() {
 }
 
 cmd_status() {
-    local d others
-    for d in munged mariadbd slurmdbd slurmctld slurmd; do
-        if ours "$d"; then
-            echo "$d $(recorded "$d") (the test cluster's)"
+    local d name others
+    for d in munged mariadbd slurmdbd slurmctld $(node_names | sed 's/^/slurmd:/'); do
+        name=$d d=${d%%:*}
+        if ours "$name"; then
+            echo "$name $(recorded "$name") (the test cluster's)"
         else
-            echo "$d: the test cluster's is not running"
+            echo "$name: the test cluster's is not running"
         fi
+        [ "$name" = "$d" ] || [ "$name" = "slurmd:$(short_host)" ] || continue
         others=$(foreign_pids "$d")
         [ -z "$others" ] || echo "$d ${others% } (the machine's own, not the test cluster's)"
     done

@@ -79,6 +79,9 @@ pub struct SummaryFacts {
     pub nodes: Vec<String>,
     #[serde(default)]
     pub missing_nodes: Vec<String>,
+    /// Each node's peak RSS, MiB (hpc-merge's job-wide summary).
+    #[serde(default)]
+    pub peak_rss_mb_by_node: std::collections::BTreeMap<String, f64>,
     #[serde(default)]
     pub lustre_meta_ops: Option<f64>,
     #[serde(default)]

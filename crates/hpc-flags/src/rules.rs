@@ -275,11 +275,24 @@ fn round3(v: f64) -> f64 {
 
 fn oom_killed(f: &Facts, _: &Thresholds) -> Option<Verdict> {
     let state = f.job.state.as_deref()?;
+    let mut reason =
+        String::from("the job was killed for running out of memory (state OUT_OF_MEMORY)");
+    // On several nodes, the one that ran out is the one with the highest
+    // peak: each node has the same limit (--mem is per node).
+    let peaks = &f.summary.peak_rss_mb_by_node;
+    if peaks.len() > 1 {
+        let mut by_peak: Vec<(&String, f64)> = peaks.iter().map(|(n, p)| (n, *p)).collect();
+        by_peak.sort_by(|a, b| b.1.total_cmp(&a.1));
+        reason.push_str(&format!(
+            ", on node {} (peak {:.0} MiB; the other nodes at most {:.0} MiB)",
+            by_peak[0].0, by_peak[0].1, by_peak[1].1
+        ));
+    }
     Some(Verdict {
         raised: state.starts_with("OUT_OF_MEMORY"),
         value: None,
         threshold: None,
-        reason: "the job was killed for running out of memory (state OUT_OF_MEMORY)".into(),
+        reason,
     })
 }
 

@@ -440,6 +440,31 @@ fn lines_pass_through_and_flags_follow_each_job() {
 }
 
 #[test]
+fn oom_killed_on_several_nodes_names_the_node_that_ran_out() {
+    let summary = concat!(
+        r#"{"kind":"summary","job_id":"1","nodes":["a","b","c"],"#,
+        r#""peak_rss_mb_by_node":{"a":120.0,"b":395.5,"c":4.0}}"#,
+        "\n"
+    );
+    let input = format!(
+        "{}{summary}",
+        job("\"state\":\"OUT_OF_MEMORY\",\"nnodes\":3")
+    );
+    let out = flags_of(&input, &[]);
+    let flag: Value = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["flag"] == "oom_killed")
+        .unwrap_or_else(|| panic!("{out}"));
+    let reason = flag["reason"].as_str().unwrap();
+    assert!(reason.contains("on node b (peak 396 MiB"), "{reason}");
+    assert!(reason.contains("at most 120 MiB"), "{reason}");
+    // One node: the reason names none.
+    let one = flags_of(&job("\"state\":\"OUT_OF_MEMORY\""), &[]);
+    assert!(!one.contains("on node"), "{one}");
+}
+
+#[test]
 fn a_record_with_odd_field_types_still_passes_through() {
     let odd = "{\"kind\":\"rec\",\"job_id\":\"1\",\"cpu_cores\":\"four\"}\n";
     let out = flags_of(&format!("{}{odd}", job("\"state\":\"OUT_OF_MEMORY\"")), &[]);

@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# tests/slurm/multinode.sh: multi-node jobs and the admin mode on a real
+# SLURM cluster of several nodes on this machine (harness.sh with
+# HPC_TEST_NODES, default 3: one slurmd per node, each with its own name,
+# port, spool and cgroups) (issue 21).
+#
+# 1. Through `hpc submit`: a 3-node job whose nodes use different memory and
+#    CPU (one node idle): a probe on every node (one file per node), merged
+#    by hpc-finalize; after `hpc harvest` the database has the per-node
+#    summaries, node_imbalance and the idle node on the right job, and each
+#    node's peak agrees with sacct's MaxRSS of the step that ran there within
+#    15 % (+ 8 MB for the batch step's own shells and srun clients on the
+#    first node); `hpc plot` draws a line per node. A 3-node job killed for
+#    memory on one node: oom_killed names that node.
+# 2. The admin mode: the snippets of examples/admin/ set in slurm.conf
+#    (TaskProlog, Epilog); plain `sbatch` jobs of a user who does nothing
+#    are probed on every node and finalized by the Epilog (one that
+#    completes, one cancelled with scancel, one past its time limit), and
+#    `hpc harvest` stores them; the node files of a job whose Epilog never
+#    ran (a node that rebooted) are finalized by `hpc harvest` once the
+#    grace period (HPC_SWEEP_AFTER, 0 here) is over.
+#
+# Prints `ok - ...` / `not ok - ...` per check and `N passed, M failed`;
+# exits 1 when a check failed, 77 when the harness cannot run here, and
+# brings the cluster down at the end unless KEEP_SLURM=1.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+export HPC_TEST_NODES=${HPC_TEST_NODES:-3}
+# shellcheck source=tests/slurm/common.sh
+. "$here/common.sh"
+
+work=$(mktemp -d /tmp/hpc-sizer-multinode.XXXXXX)
+chmod 755 "$work"
+jobs=()
+
+finish() {
+    trap - EXIT
+    [ ${#jobs[@]} -eq 0 ] || timeout 30 scancel "${jobs[@]}" >/dev/null 2>&1
+    # The next script gets the cluster without the admin hooks.
+    unset HPC_SLURM_TASKPROLOG HPC_SLURM_EPILOG
+    cluster_down
+    report_and_exit
+}
+trap finish EXIT
+trap 'exit 130' INT TERM HUP
+
+if [ "$HPC_TEST_NODES" -lt 3 ]; then
+    not_ok "HPC_TEST_NODES=$HPC_TEST_NODES: the multi-node tests need 3 nodes or more"
+    exit 1
+fi
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
+(cd "$root" && cargo build -q --no-default-features -p hpc-ingest -p hpc-store -p hpc-probe \
+    -p hpc-merge -p hpc-flags -p hpc-model -p hpc-plot) >&2
+cluster_up
+export PATH="$CARGO_TARGET_DIR/debug:$root/bin-wrappers:$PATH"
+export HPC_SIZER_SPOOL=$work/spool XDG_DATA_HOME=$work/data HPC_SIZER_DB=$work/data/hpc.db
+mkdir -p "$XDG_DATA_HOME"
+mapfile -t nodes < <(sinfo -h -N -o %N | sort -u)
+check "the cluster has $HPC_TEST_NODES nodes, each its own slurmd (${nodes[*]})" \
+    [ "${#nodes[@]}" -eq "$HPC_TEST_NODES" ]
+
+# wait_gone ID...: until the jobs have left the queue and sacct has their
+# steps final; at most $1 seconds.
+wait_gone() {
+    local limit=$1 deadline
+    shift
+    deadline=$((SECONDS + limit))
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        if [ -z "$(squeue -h -j "$(IFS=,; echo "$*")" -o %i 2>/dev/null)" ] &&
+            ! sacct -n -P -o State -j "$(IFS=,; echo "$*")" 2>/dev/null | grep -qE 'RUNNING|PENDING|COMPLETING'; then
+            return 0
+        fi
+        sleep 1
+    done
+    return 1
+}
+submitted_id() { sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$1"; }
+
+# ---------------------------------------------------------------- 1. hpc submit, 3 nodes
+cd "$work" || exit 1
+# work.py MB PROCS DUTY SECONDS: holds MB, with PROCS processes that keep a
+# core busy DUTY of the time (0 to 1), for SECONDS.
+cat >work.py <<'EOF'
+import sys, time, multiprocessing as mp
+mb, procs, duty, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+def burn():
+    end = time.time() + secs
+    while time.time() < end:
+        t = time.time()
+        while time.time() - t < 0.05 * duty:
+            pass
+        time.sleep(0.05 * (1 - duty))
+ps = [mp.Process(target=burn) for _ in range(procs)]
+for p in ps:
+    p.start()
+held = b"\1" * (mb << 20)
+time.sleep(secs)
+for p in ps:
+    p.join()
+EOF
+cat >spread.sbatch <<EOF
+#!/bin/bash
+#SBATCH --job-name=mn-spread
+#SBATCH --nodes=3 --ntasks-per-node=1 --cpus-per-task=2 --mem=700M --time=00:05:00
+mapfile -t n < <(scontrol show hostnames "\$SLURM_JOB_NODELIST")
+srun -N1 -n1 -c2 --mem=600M -w "\${n[0]}" python3 $work/work.py 500 2 1.0 8 &
+srun -N1 -n1 -c1 --mem=300M -w "\${n[1]}" python3 $work/work.py 150 1 0.25 8 &
+srun -N1 -n1 -c1 --mem=100M -w "\${n[2]}" sleep 8 &
+wait
+EOF
+# The batch step (on the first node) runs out; the other nodes hold 40 MB.
+cat >oom.sbatch <<EOF
+#!/bin/bash
+#SBATCH --job-name=mn-oom
+#SBATCH --nodes=3 --ntasks-per-node=1 --mem=200M --time=00:05:00
+mapfile -t n < <(scontrol show hostnames "\$SLURM_JOB_NODELIST")
+srun -N1 -n1 --mem=100M -w "\${n[1]}" python3 $work/work.py 40 0 0 6 &
+srun -N1 -n1 --mem=100M -w "\${n[2]}" python3 $work/work.py 40 0 0 6 &
+sleep 2
+python3 -c '
+import time
+held = []
+for _ in range(40):
+    held.append(b"\1" * (20 << 20))
+    time.sleep(0.1)
+'
+wait
+EOF
+declare -A id
+for j in spread oom; do
+    out=$(hpc submit --no-recommend "$j.sbatch" -o "$work/$j-%j.out" 2>"$j.err")
+    id[$j]=$(submitted_id "$out")
+    [ -n "${id[$j]}" ] && jobs+=("${id[$j]}")
+    check "hpc submit $j.sbatch (3 nodes) submits (job ${id[$j]:-none})" [ -n "${id[$j]}" ]
+done
+wait_gone 150 "${id[@]}"
+check "the 3-node jobs ended" [ -z "$(squeue -h -o %i 2>/dev/null)" ]
+for j in spread oom; do show "  $j: " "$(cat "$work/$j-"*.out 2>/dev/null | tail -n 5)"; done
+
+mapfile -t files < <(cd "$HPC_SIZER_SPOOL/${id[spread]}" 2>/dev/null && ls -- *.ndjson)
+check "a probe ran on every node of the spread job: one file per node (${files[*]})" \
+    [ "$(printf '%s\n' "${files[@]}" | sed 's/\.ndjson$//' | sort | paste -sd ' ')" = "$(printf '%s\n' "${nodes[@]}" | sort | paste -sd ' ')" ]
+out=$(hpc harvest 2>&1)
+rc=$?
+show "  harvest: " "$out"
+check "hpc harvest exits 0 (exit $rc)" [ "$rc" -eq 0 ]
+hpc-store dump --kind job >jobs.ndjson
+hpc-store dump --kind summary >summaries.ndjson
+hpc-store dump --kind flag >flags.ndjson
+check "the database has the spread job's 3 per-node summaries and its job-wide one" json_is summaries.ndjson \
+    "sorted(x.get('host') or '' for x in r if x['job_id'] == '${id[spread]}') == sorted([''] + '${nodes[*]}'.split())"
+mapfile -t n < <(sacct -n -X -P -o NodeList -j "${id[spread]}" | head -n 1 | xargs -r scontrol show hostnames)
+check "... the job-wide summary names the idle node (${n[2]:-?}), and only it" json_is summaries.ndjson \
+    "[x.get('idle_nodes') for x in r if x['job_id'] == '${id[spread]}' and not x.get('host')] == [['${n[2]:-}']]"
+check "... node_imbalance is raised on the spread job" json_is flags.ndjson \
+    "any(x['job_id'] == '${id[spread]}' and x['flag'] == 'node_imbalance' for x in r)"
+check "... and not on the other job" json_is flags.ndjson \
+    "not any(x['job_id'] == '${id[oom]}' and x['flag'] == 'node_imbalance' for x in r)"
+# Each step ran on one node: its MaxRSS is that node's, beside the probe's
+# peak of the node.
+sacct -n -P -o JobID,NodeList,MaxRSS -j "${id[spread]}" --noconvert >steps.txt
+python3 - steps.txt summaries.ndjson "${id[spread]}" >peaks.txt <<'EOF'
+import json, sys
+steps = {}
+for line in open(sys.argv[1]):
+    jid, node, rss = line.rstrip("\n").split("|")
+    if jid.split(".")[-1].isdigit() and rss:
+        steps[node] = int(rss.rstrip("K")) / 1024 if rss.endswith("K") else int(rss) / 2**20
+by_node = {}
+for l in open(sys.argv[2]):
+    s = json.loads(l)
+    if s["job_id"] == sys.argv[3] and not s.get("host"):
+        by_node = s.get("peak_rss_mb_by_node", {})
+for node, rss in sorted(steps.items()):
+    print(node, round(rss, 1), by_node.get(node))
+EOF
+show "  node sacct_max_rss_mb probe_peak_mb: " "$(cat peaks.txt)"
+# shellcheck disable=SC2016 # awk's fields
+check "each node's peak is within 15 % (+ 8 MB) of sacct's MaxRSS of the step that ran there" awk '
+    { n++; d = 0.15 * $2 + 8; if ($3 != "None" && $2 - $3 < d && $3 - $2 < d) good++ }
+    END { exit !(n == 3 && good == 3) }' peaks.txt
+mapfile -t m < <(sacct -n -X -P -o NodeList -j "${id[oom]}" | head -n 1 | xargs -r scontrol show hostnames)
+check "the oom job is OUT_OF_MEMORY" json_is jobs.ndjson \
+    "any(x['job_id'] == '${id[oom]}' and x['state'].startswith('OUT_OF_MEMORY') for x in r)"
+reason=$(python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    f = json.loads(l)
+    if f["job_id"] == sys.argv[2] and f["flag"] == "oom_killed":
+        print(f["reason"])
+' flags.ndjson "${id[oom]}")
+show "  oom_killed: " "$reason"
+check "oom_killed names the node that ran out (${m[0]:-?})" grep -q "on node ${m[0]:-?} (" <<<"$reason"
+hpc plot -o spread.svg "${id[spread]}" >plot.out 2>&1
+check "hpc plot draws the spread job with a line per node" \
+    bash -c "for n in ${nodes[*]}; do grep -q \">\$n<\" spread.svg || exit 1; done"
+
+# ---------------------------------------------------------------- 2. the admin mode
+admin=$work/admin
+mkdir -p "$admin/spool"
+chmod 1777 "$admin/spool"
+# The snippets as an admin installs them: the tools on their PATH (here the
+# test's), the spool root here instead of /var/spool/hpc-sizer. A job with
+# a no-epilog.ID file here behaves as if its nodes rebooted.
+for hook in prolog epilog; do
+    cat >"$admin/$hook" <<EOF
+#!/bin/sh
+export PATH='$PATH' HPC_SIZER_SPOOL_ROOT='$admin/spool'
+[ ! -e "$admin/no-epilog.\${SLURM_JOB_ID:-}" ] || [ $hook = prolog ] || exit 0
+exec sh '$root/examples/admin/$hook.sh'
+EOF
+    chmod 755 "$admin/$hook"
+done
+export HPC_SLURM_TASKPROLOG=$admin/prolog HPC_SLURM_EPILOG=$admin/epilog
+out=$(timeout 300 bash "$harness" up 2>&1)
+rc=$?
+show "" "$out"
+check "the cluster restarts with TaskProlog and Epilog set (exit $rc)" [ "$rc" -eq 0 ]
+check "... slurm.conf has them" grep -qx "Epilog=$admin/epilog" "$SLURM_CONF"
+
+plain() {
+    cat <<EOF
+#!/bin/bash
+#SBATCH --job-name=$1
+#SBATCH --nodes=3 --ntasks-per-node=1 --mem=300M --time=$2
+srun python3 $work/work.py 60 0 0 $3
+EOF
+}
+plain adm-timeout 00:01:00 300 >adm-timeout.sbatch
+plain adm-done 00:05:00 4 >adm-done.sbatch
+plain adm-cancel 00:05:00 120 >adm-cancel.sbatch
+plain adm-reboot 00:05:00 3 >adm-reboot.sbatch
+declare -A aid
+for j in adm-timeout adm-done adm-cancel adm-reboot; do
+    out=$(sbatch --hold "$j.sbatch" -o "$work/$j-%j.out" 2>&1)
+    aid[$j]=$(submitted_id "$out")
+    [ -n "${aid[$j]}" ] && jobs+=("${aid[$j]}")
+    check "plain sbatch $j.sbatch submits (job ${aid[$j]:-none}: $out)" [ -n "${aid[$j]}" ]
+done
+: >"$admin/no-epilog.${aid[adm-reboot]}"
+scontrol release "$(IFS=,; echo "${aid[*]}")"
+uspool=$admin/spool/$(id -un)
+# Cancel once its probes run on every node.
+deadline=$((SECONDS + 60))
+while [ "$SECONDS" -lt "$deadline" ]; do
+    [ "$(find "$uspool/${aid[adm-cancel]}" -name '*.ndjson' 2>/dev/null | wc -l)" -ge 3 ] && break
+    sleep 1
+done
+check "the cancelled job's probes ran on its 3 nodes before scancel" \
+    [ "$(find "$uspool/${aid[adm-cancel]}" -name '*.ndjson' 2>/dev/null | wc -l)" -eq 3 ]
+scancel "${aid[adm-cancel]}"
+wait_gone 200 "${aid[@]}"
+check "the admin-mode jobs ended" [ -z "$(squeue -h -o %i 2>/dev/null)" ]
+sleep 2
+for j in adm-done adm-cancel adm-timeout; do
+    f=$uspool/incoming/${aid[$j]}.ndjson
+    check "$j (${aid[$j]}) was finalized by the Epilog: its result in the user's spool, 3 nodes merged" \
+        json_is "$f" "any(x['kind'] == 'summary' and not x.get('host') and len(x.get('nodes', [])) == 3 for x in r)"
+done
+check "adm-reboot, whose Epilog never ran, is not finalized yet and its node files stay" \
+    test ! -e "$uspool/incoming/${aid[adm-reboot]}.ndjson" -a -d "$uspool/${aid[adm-reboot]}"
+check "the TaskProlog spooled adm-done's analysis (hpc-model plan of its script)" \
+    json_is "$uspool/incoming/${aid[adm-done]}.analysis.ndjson" "r[0]['kind'] == 'analysis' and r[0]['job_id'] == '${aid[adm-done]}'"
+out=$(HPC_SWEEP_AFTER=0 hpc harvest --spool "$uspool" 2>&1)
+rc=$?
+show "  harvest: " "$out"
+check "hpc harvest --spool of the admin spool exits 0 (exit $rc)" [ "$rc" -eq 0 ]
+check "... and says it finalized the rebooted job's node files" grep -q "job ${aid[adm-reboot]} ended .* finalized from its node files" <<<"$out"
+check "... whose folder is gone" test ! -d "$uspool/${aid[adm-reboot]}"
+hpc-store dump --kind job >adm-jobs.ndjson
+hpc-store dump --kind summary >adm-summaries.ndjson
+for j in adm-done adm-cancel adm-timeout adm-reboot; do
+    check "$j is stored with its 3-node summary" json_is adm-summaries.ndjson \
+        "any(x['job_id'] == '${aid[$j]}' and not x.get('host') and len(x.get('nodes', [])) == 3 for x in r)"
+done
+check "states in the database: COMPLETED, CANCELLED, TIMEOUT" json_is adm-jobs.ndjson \
+    "sorted(x['state'].split()[0] for x in r if x['job_id'] in ('${aid[adm-done]}', '${aid[adm-cancel]}', '${aid[adm-timeout]}')) == ['CANCELLED', 'COMPLETED', 'TIMEOUT']"
