@@ -10,13 +10,21 @@
 set -eu
 spool_root=${HPC_SIZER_SPOOL_ROOT:-/var/spool/hpc-sizer}   # root-owned, mode 1777 (each user makes a private folder in it), local or shared
 [ -n "${SLURM_JOB_ID:-}" ] || exit 0
-[ "${SLURM_STEP_ID:-}" = batch ] || [ "${SLURM_STEP_ID:-}" = 0 ] || exit 0
+# The batch step's TaskProlog has no SLURM_STEP_ID (SLURM 22.05); step 0
+# reaches the other nodes.
+case ${SLURM_STEP_ID:-batch} in
+    batch | 0) ;;
+    *) exit 0 ;;
+esac
 spool="$spool_root/$(id -un)"
 umask 077
 mkdir -p "$spool" && chmod 700 "$spool"
 echo "export HPC_SIZER_SPOOL=$spool"
-HPC_SIZER_SPOOL=$spool SLURM_JOB_NUM_NODES=1 hpc-monitor start >/dev/null 2>&1 || :
-[ "${SLURM_STEP_ID:-}" = batch ] || exit 0
+# A session of its own: slurmstepd kills the TaskProlog's process group
+# when it returns. A probe already running on this node (the batch step's,
+# for step 0) makes this start a no-op.
+HPC_SIZER_SPOOL=$spool SLURM_JOB_NUM_NODES=1 setsid -w hpc-monitor start >/dev/null 2>&1 || :
+[ "${SLURM_STEP_ID:-batch}" = batch ] || exit 0
 tmp=$(mktemp -d) || exit 0
 if scontrol write batch_script "$SLURM_JOB_ID" "$tmp/script" >/dev/null 2>&1 &&
     hpc-model plan "$tmp/script" --no-recommend --analysis "$tmp/analysis" >/dev/null 2>&1; then

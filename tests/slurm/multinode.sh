@@ -166,7 +166,8 @@ import json, sys
 steps = {}
 for line in open(sys.argv[1]):
     jid, node, rss = line.rstrip("\n").split("|")
-    if jid.split(".")[-1].isdigit() and rss:
+    # The steps of one node (the probes' own srun step spans all three).
+    if jid.split(".")[-1].isdigit() and rss and not any(c in node for c in ",["):
         steps[node] = int(rss.rstrip("K")) / 1024 if rss.endswith("K") else int(rss) / 2**20
 by_node = {}
 for l in open(sys.argv[2]):

@@ -285,7 +285,16 @@ fn now_unix() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// The node's name: SLURM's (SLURMD_NODENAME) inside a job, which is what
+/// sacct's NodeList says and differs from the host name on a host with
+/// several slurmd; else the host name.
 fn host_name() -> String {
+    if let Some(n) = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+    {
+        return n;
+    }
     nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())

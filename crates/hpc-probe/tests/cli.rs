@@ -623,6 +623,9 @@ fn hpc_monitor_starts_and_stops_a_probe_on_one_node() {
     let recs = records(&fs::read_to_string(&file).unwrap());
     assert_eq!(recs[0]["kind"], "meta");
     assert_eq!(recs[0]["job_id"], job.as_str());
+    // The node is SLURM's name for it, as sacct's NodeList says, not the
+    // host name (they differ on a host with several slurmd).
+    assert_eq!(recs[0]["host"], "node7");
     let s = samples(&recs);
     assert!(s.len() >= 3, "{} samples", s.len());
     assert!(
