@@ -195,8 +195,11 @@ for l in open(sys.argv[1]):
 show "  oom_killed: " "$reason"
 check "oom_killed names the node that ran out (${m[0]:-?})" grep -q "on node ${m[0]:-?} (" <<<"$reason"
 hpc plot -o spread.svg "${id[spread]}" >plot.out 2>&1
-check "hpc plot draws the spread job with a line per node" \
-    bash -c "for n in ${nodes[*]}; do grep -q \">\$n<\" spread.svg || exit 1; done"
+check "hpc plot draws the spread job with a line per node (thin: nodes, bold: job)" \
+    grep -q "thin: nodes, bold: job" spread.svg
+zcat "$HPC_SIZER_SPOOL/archive/${id[spread]}.series.ndjson.gz" >series.ndjson
+check "... from the archived series, which keeps each node's samples" json_is series.ndjson \
+    "sorted({x.get('host') for x in r if x.get('host')}) == sorted('${nodes[*]}'.split())"
 
 # ---------------------------------------------------------------- 2. the admin mode
 admin=$work/admin

@@ -15,6 +15,7 @@ pub mod rules;
 pub mod thresholds;
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::Path;
 
@@ -50,6 +51,10 @@ pub struct Args {
     /// list the thresholds and their values, then exit
     #[argh(switch)]
     pub list_thresholds: bool,
+    /// job-wide summaries for the jobs whose own records have none (what
+    /// hpc-store dump --kind summary prints): the reflag of stored jobs
+    #[argh(option)]
+    pub summaries: Option<String>,
     /// input files, or - for stdin (default)
     #[argh(positional)]
     pub inputs: Vec<String>,
@@ -64,6 +69,8 @@ pub struct Opts {
     pub list_thresholds: bool,
     /// Input files; empty means stdin.
     pub inputs: Vec<String>,
+    /// A file of job-wide summaries for jobs without one of their own.
+    pub summaries: Option<String>,
 }
 
 impl Opts {
@@ -84,6 +91,7 @@ impl Opts {
             thresholds: th,
             list_thresholds: args.list_thresholds,
             inputs: args.inputs,
+            summaries: args.summaries,
         })
     }
 }
@@ -204,6 +212,8 @@ struct Flagger<'a, W: Write> {
     out: W,
     group: Group,
     stats: Stats,
+    /// `--summaries`: job id to its job-wide summary.
+    summaries: HashMap<String, SummaryFacts>,
 }
 
 impl<W: Write> Flagger<'_, W> {
@@ -213,7 +223,11 @@ impl<W: Write> Flagger<'_, W> {
         let Some(job_id) = g.job_id else {
             return Ok(());
         };
-        let outcome = evaluate(&job_id, g.acc, self.th);
+        let mut acc = g.acc;
+        if acc.summary.is_none() {
+            acc.summary = self.summaries.remove(&job_id);
+        }
+        let outcome = evaluate(&job_id, acc, self.th);
         self.stats.jobs += 1;
         let ne: Vec<Value> = outcome
             .not_evaluated
@@ -295,6 +309,36 @@ impl<W: Write> Flagger<'_, W> {
     }
 }
 
+/// The job-wide summaries of `--summaries` by job id (the first of each
+/// job); a line that is not a summary record is rejected by its line.
+fn read_summaries(path: &str, rejects: &mut Rejects) -> Result<HashMap<String, SummaryFacts>> {
+    #[derive(Deserialize)]
+    struct Key {
+        kind: String,
+        job_id: String,
+        #[serde(default)]
+        host: Option<String>,
+    }
+    let mut map = HashMap::new();
+    let inputs = Inputs::new(vec![path.to_string()])?;
+    for_each_line(&inputs, std::io::empty(), rejects, |rejects, line| {
+        let text = line.text.trim();
+        match serde_json::from_str::<Key>(text) {
+            Ok(k) if k.kind == "summary" => {
+                if k.host.is_none() {
+                    if let Ok(s) = serde_json::from_str::<SummaryFacts>(text) {
+                        map.entry(k.job_id).or_insert(s);
+                    }
+                }
+            }
+            Ok(k) => line.reject(rejects, &format!("a {} record, not a summary", k.kind))?,
+            Err(e) => line.reject(rejects, &format!("not a summary record: {e}"))?,
+        }
+        Ok(())
+    })?;
+    Ok(map)
+}
+
 /// Parses the parts of `line` that route it. A line that is not a record
 /// is rejected, a cut last record warned about: `None`, it is dropped.
 fn view_of<'t>(line: &Line<'t>, rejects: &mut Rejects) -> Result<Option<LineView<'t>>> {
@@ -340,13 +384,18 @@ pub fn run(opts: &Opts, stdin: impl BufRead, out: impl Write) -> Result<Stats> {
         out.flush()?;
         return Ok(Stats::default());
     }
+    let mut rejects = Rejects::new("hpc-flags");
+    let summaries = match &opts.summaries {
+        Some(path) => read_summaries(path, &mut rejects)?,
+        None => HashMap::new(),
+    };
     let mut f = Flagger {
         th: &opts.thresholds,
         out: &mut out,
         group: Group::default(),
         stats: Stats::default(),
+        summaries,
     };
-    let mut rejects = Rejects::new("hpc-flags");
     let inputs = Inputs::new(opts.inputs.clone())?;
     f.stats.lines = for_each_line(&inputs, stdin, &mut rejects, |rejects, line| {
         let Some(view) = view_of(&line, rejects)? else {

@@ -462,6 +462,41 @@ fn oom_killed_on_several_nodes_names_the_node_that_ran_out() {
     // One node: the reason names none.
     let one = flags_of(&job("\"state\":\"OUT_OF_MEMORY\""), &[]);
     assert!(!one.contains("on node"), "{one}");
+    // A dump of job records with the summaries in a file of their own (the
+    // reflag of hpc-harvest): the same node is named.
+    let dir = tempfile::tempdir().unwrap();
+    let sums = dir.path().join("summaries.ndjson");
+    let per_node = r#"{"kind":"summary","job_id":"1","host":"a","peak_rss_mb":1.0}"#;
+    std::fs::write(&sums, format!("{per_node}\n{summary}")).unwrap();
+    let jobs = dir.path().join("jobs.ndjson");
+    std::fs::write(&jobs, job("\"state\":\"OUT_OF_MEMORY\",\"nnodes\":3")).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hpc-flags"))
+        .arg("--summaries")
+        .arg(&sums)
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(text.contains("on node b (peak 396 MiB"), "{text}");
+    // A line of that file that is not a summary is rejected by its line.
+    std::fs::write(
+        &sums,
+        format!("{summary}{{\"kind\":\"job\",\"job_id\":\"2\"}}\n"),
+    )
+    .unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hpc-flags"))
+        .arg("--summaries")
+        .arg(&sums)
+        .arg(&jobs)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("line 2") && err.contains("not a summary"),
+        "{err}"
+    );
 }
 
 #[test]
