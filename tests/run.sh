@@ -35,10 +35,22 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test"
 cargo test --workspace --locked
 
+# The tests that need more than their own crate (another tool's binary,
+# Python with polars or duckdb) are #[ignore]d, so that `cargo test -p`
+# reports them as not run; here everything is built, so they run, and fail
+# when what they need is missing.
+step "cargo test, the ignored tests (other tools' binaries, a second Parquet reader)"
+cargo test --workspace --locked -- --ignored
+
 step "SQLite only in hpc-db, hpc-ingest and hpc-store (cargo tree)"
 for c in hpc-core hpc-probe hpc-flags hpc-merge hpc-model hpc-plot; do
   if cargo tree --locked -p "$c" | grep -q rusqlite; then echo "$c depends on rusqlite" >&2; exit 1; fi
 done
+
+step "hpc-store reaches SQLite only through hpc-db (cargo tree)"
+if cargo tree --locked -p hpc-store --depth 1 -e normal --prefix none | grep -q '^rusqlite '; then
+  echo "hpc-store depends on rusqlite directly: its SQL belongs in hpc-db" >&2; exit 1
+fi
 
 step "cargo doc (warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
@@ -67,8 +79,9 @@ step "hpc-plot html in headless Chromium (tests/plot_chromium.sh)"
 bash tests/plot_chromium.sh
 
 # The real-SLURM scripts need root and apt (each installs the packages,
-# starts a one-node cluster of its own under /var/lib/hpc-sizer-slurm beside,
-# never instead of, any SLURM of the machine's own, then stops it); exit 77
+# starts a cluster of its own, HPC_TEST_NODES nodes (default 3) on this
+# machine, under /var/lib/hpc-sizer-slurm beside, never instead of, any
+# SLURM of the machine's own, then stops it); exit 77
 # means it cannot run here. HPC_SKIP_SLURM=1 skips them.
 slurm_script() {
   step "real SLURM: $1"

@@ -3,18 +3,29 @@
 //! - [`store`]: the schema and its migrations, job upserts, the other record
 //!   kinds, bookkeeping marks, and reading jobs back ([`Store`],
 //!   [`JobFilter`]);
+//! - [`query`]: every read the tools make, each a named function: what
+//!   `status` counts ([`Store::status_counts`]), records back out
+//!   ([`Store::dump`]), flags ([`Store::flag_counts`], [`Store::job_flags`]),
+//!   a tool's history ([`Store::tool_history`]), a report's sums
+//!   ([`Store::report_partials`]) and the jobs for the Parquet export
+//!   ([`Store::jobs_by_end`]);
 //! - [`error`]: this crate's error type, which converts into
 //!   [`hpc_core::Error`] so that a tool's `?` carries it to `run_main`.
 //!
 //! Only hpc-ingest and hpc-store use it: the other tools do not compile
-//! SQLite.
+//! SQLite, and those two write no SQL (the schema and every query live
+//! here).
 #![deny(missing_docs)]
 
 pub mod error;
+pub mod query;
 pub mod store;
 
 pub use error::{Error, Result};
+pub use query::{
+    FlagCount, GroupKey, JobFlag, JobRow, JobRows, Partial, RawRow, RecordKind, StatusCounts, Sum,
+    ToolHistory,
+};
 pub use store::{
-    job_columns, now_epoch, JobColumn, JobFilter, PutError, PutStats, Store, Writer, PARENT_SQL,
-    SCHEMA_VERSION, TOOL_SQL,
+    job_columns, now_epoch, JobColumn, JobFilter, PutError, PutStats, Store, Writer, SCHEMA_VERSION,
 };

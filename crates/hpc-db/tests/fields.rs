@@ -5,26 +5,8 @@ use hpc_core::fields::{Kind, Value};
 use hpc_core::record::Job;
 use hpc_core::slurm::Timestamp;
 use hpc_db::{job_columns, JobFilter, Store};
+use hpc_testkit::distinct_job;
 use rusqlite::types::Value as SqlValue;
-
-/// A job whose every field holds a value of its own, none the default.
-fn distinct_job() -> Job {
-    let mut j = Job::default();
-    for (i, c) in Job::COLUMNS.iter().enumerate() {
-        let text = match c.field.kind {
-            Kind::Time => format!("2026-02-{:02}T{:02}:00:00Z", 1 + i, i),
-            _ => format!("{}-{i}", c.field.name),
-        };
-        let v = match c.field.kind {
-            Kind::Text | Kind::Time => Value::Text(Some(&text)),
-            Kind::Int => Value::Int(Some(100 + i as i64)),
-            Kind::Real => Value::Real(Some(i as f64 + 0.25)),
-            Kind::Bool => Value::Bool(true),
-        };
-        (c.set)(&mut j, v).unwrap();
-    }
-    j
-}
 
 #[test]
 fn every_job_field_round_trips_through_sqlite_by_name() {

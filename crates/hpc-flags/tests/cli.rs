@@ -704,14 +704,18 @@ fn a_closed_pipe_is_not_an_error() {
 
 /// bin-wrappers/hpc-finalize end to end over a temporary spool, with the
 /// real hpc-merge and hpc-flags (hpc-merge is found beside hpc-flags in the
-/// target folder, where `cargo test --workspace` builds it).
+/// target folder, where `cargo test --workspace` builds it; `cargo test -p
+/// hpc-flags` does not, so the test is run on request, as tests/run.sh
+/// does, and fails when hpc-merge is missing).
 #[test]
+#[ignore = "needs hpc-merge built beside hpc-flags: cargo test --workspace -- --ignored (tests/run.sh runs it)"]
 fn finalize_writes_the_incoming_file_and_the_archive() {
     let bin_dir = Path::new(TOOL.bin()).parent().unwrap();
-    if !bin_dir.join("hpc-merge").exists() {
-        eprintln!("skipped: hpc-merge is not built in {}", bin_dir.display());
-        return;
-    }
+    assert!(
+        bin_dir.join("hpc-merge").exists(),
+        "hpc-merge is not built in {} (cargo build -p hpc-merge, or cargo test --workspace)",
+        bin_dir.display()
+    );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bin-wrappers/hpc-finalize");
     let tmp = tempfile::tempdir().unwrap();
     let spool = tmp.path().join("spool");

@@ -1,4 +1,6 @@
-//! Writes generated sacct text: `gen_sacct JOBS [FIRST_ID] [SEED] > file`.
+//! Writes generated sacct text: `gen_sacct JOBS [FIRST_ID] [SEED] > file`
+//! (hpc-testkit's generator; bench/ingest-bench.sh and bench/report-bench.sh
+//! build it with `cargo build --release -p hpc-ingest --example gen_sacct`).
 
 use std::io::{BufWriter, Write};
 
@@ -10,7 +12,7 @@ fn main() -> std::io::Result<()> {
     let first = args.next().unwrap_or(1_000_000);
     let seed = args.next().unwrap_or(42);
     let mut out = BufWriter::new(std::io::stdout().lock());
-    let lines = hpc_ingest::gen::write_sacct(&mut out, jobs, first, seed)?;
+    let lines = hpc_testkit::sacct_gen::write_sacct(&mut out, jobs, first, seed)?;
     out.flush()?;
     eprintln!("gen_sacct: {jobs} jobs, {lines} lines");
     Ok(())

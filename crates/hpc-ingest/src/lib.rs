@@ -6,7 +6,6 @@
 //! number and reason while every good line is kept.
 
 pub mod cli;
-pub mod gen;
 pub mod sacct;
 
 pub use cli::{main_with, Args};

@@ -553,12 +553,21 @@ fn sacct_format_lists_the_fields() {
     assert!(s.contains("MaxRSS") && s.contains("TotalCPU") && s.contains("AllocTRES"));
 }
 
+/// The generator of hpc-testkit writes the columns hpc-ingest asks for.
+#[test]
+fn the_generator_writes_the_fields_ingest_asks_for() {
+    assert_eq!(
+        hpc_testkit::sacct_gen::SACCT_FIELDS,
+        hpc_ingest::sacct::SACCT_FIELDS
+    );
+}
+
 #[test]
 fn closed_pipe_exits_quietly() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("in.txt");
     let mut f = std::fs::File::create(&input).unwrap();
-    hpc_ingest::gen::write_sacct(&mut f, 20_000, 1, 3).unwrap();
+    hpc_testkit::sacct_gen::write_sacct(&mut f, 20_000, 1, 3).unwrap();
     drop(f);
     let first = TOOL.closed_pipe(&["--ndjson", input.to_str().unwrap()], drop);
     assert!(first.starts_with("{\"kind\":\"job\""), "{first}");
@@ -566,7 +575,7 @@ fn closed_pipe_exits_quietly() {
 
 fn write_generated(path: &Path, jobs: u64, first: u64) -> u64 {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    hpc_ingest::gen::write_sacct(&mut f, jobs, first, first + 1).unwrap();
+    hpc_testkit::sacct_gen::write_sacct(&mut f, jobs, first, first + 1).unwrap();
     f.flush().unwrap();
     jobs
 }
@@ -577,7 +586,7 @@ fn kill_9_at_random_points_leaves_a_valid_database() {
     let input = dir.path().join("big.txt");
     let jobs = write_generated(&input, 150_000, 5_000_000);
     let db = dir.path().join("h.db");
-    let mut rng = hpc_ingest::gen::Rng::new(99);
+    let mut rng = hpc_testkit::sacct_gen::Rng::new(99);
     for round in 0..10 {
         let mut child = TOOL
             .command(&[

@@ -1,9 +1,13 @@
 //! hpc-model: reads a batch script (`analyze`), recommends what to request
 //! at a stated risk of running out (`recommend`), fits per-tool models
 //! (`fit`), replays a history to measure the advice (`backtest`), plans a
-//! submission (`plan`, `spool`) and sizes a group's job pool (`pool`).
+//! submission (`plan`, `spool`) and sizes a group's job pool across its
+//! SLURM accounts (`pool`: it runs `sacctmgr`, `scontrol` and `squeue`, or
+//! reads their recorded output, and says how many jobs can run at once, how
+//! many slots are free now and where to send the next job).
 //!
-//! It reads records (a file or `-`), never the database.
+//! It reads records (a file or `-`), never the database; `pool` is the one
+//! subcommand that asks SLURM itself.
 #![deny(missing_docs)]
 
 use argh::FromArgs;
@@ -27,7 +31,7 @@ pub mod trace;
 
 #[derive(FromArgs, Debug)]
 /// Read batch scripts, recommend what to request at a stated risk, backtest
-/// the advice.
+/// the advice, size a group's job pool across its SLURM accounts.
 #[argh(
     example = "hpc-model analyze job.sbatch",
     example = "hpc-store dump --kind job --kind summary --kind analysis --user $USER | hpc-model recommend job.sbatch --history -",

@@ -25,7 +25,7 @@ use hpc_core::{Error, Result};
 use serde::Serialize;
 
 use crate::history::{read_analysis, read_history};
-use crate::recommend::{self, Inputs, MEM_ROUNDING};
+use crate::recommend::{self, RecommendInputs, MEM_ROUNDING};
 use crate::sbatch::{Directives, MemPer, Scope};
 use crate::tools::ToolTable;
 
@@ -362,7 +362,7 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
             .exists()
             .then(|| crate::fit::Models::load(&models))
             .transpose()?;
-        Some(recommend::recommend(&Inputs {
+        Some(recommend::recommend(&RecommendInputs {
             analysis: &analysis,
             history: &history.jobs,
             models: models.as_ref(),

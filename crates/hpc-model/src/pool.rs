@@ -2,7 +2,7 @@
 //! SLURM accounts, how many of them are free now, and where to send the
 //! next one.
 //!
-//! [`slurm`] reads what SLURM says (associations, QOS, partitions, the
+//! [`slurm_text`] reads what SLURM says (associations, QOS, partitions, the
 //! queue), [`limits`] finds the limit that applies to each association and
 //! what is in use against it, [`slots`] does the arithmetic, [`render`]
 //! writes text, `pool` records or sbatch flags.
@@ -18,12 +18,12 @@ use hpc_core::{Error, Result};
 pub mod limits;
 pub mod render;
 pub mod slots;
-pub mod slurm;
+pub mod slurm_text;
 
 use crate::history::{read_first, Item};
 use limits::{Resolved, Sources};
-use slots::{capacity, left, Rule, Shape, Slots};
-use slurm::Amounts;
+use slots::{capacity, left, Shape, SlotRule, Slots};
+use slurm_text::Amounts;
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "pool")]
@@ -68,8 +68,8 @@ pub struct PoolArgs {
     #[argh(option, default = "0.85")]
     pub headroom: f64,
     /// bounded (every TRES of the limit, the default) or cpu-only (the plain CPU-count rule)
-    #[argh(option, default = "Rule::Bounded")]
-    pub rule: Rule,
+    #[argh(option, default = "SlotRule::Bounded")]
+    pub rule: SlotRule,
     /// name the account, partition and QOS for the next job: gpu or cpu
     #[argh(option)]
     pub next: Option<Kind>,
@@ -155,7 +155,7 @@ pub struct Opts {
     /// The CPU headroom.
     pub headroom: f64,
     /// The slot rule.
-    pub rule: Rule,
+    pub rule: SlotRule,
     /// The `--next` kind.
     pub next: Option<Kind>,
     /// The output format.
@@ -306,7 +306,7 @@ impl Opts {
 
 /// The texts SLURM gave, each with where it came from (a file or a command).
 #[derive(Debug, Clone, Default)]
-pub struct Inputs {
+pub struct SlurmTexts {
     /// Associations: (source, text).
     pub assoc: (String, String),
     /// QOS.
@@ -329,13 +329,13 @@ fn read_or_run(file: Option<&str>, cmd: &[&str]) -> Result<(String, String)> {
                 .map_err(|e| Error::Other(format!("{shown}: {e}")))?;
             Ok((shown, text))
         }
-        None => Ok((cmd[0].to_string(), slurm::run_command(cmd)?)),
+        None => Ok((cmd[0].to_string(), slurm_text::run_command(cmd)?)),
     }
 }
 
-impl Inputs {
+impl SlurmTexts {
     /// Each from its file when given, else from its command.
-    pub fn gather(a: &PoolArgs) -> Result<Inputs> {
+    pub fn gather(a: &PoolArgs) -> Result<SlurmTexts> {
         if [&a.assoc, &a.qos, &a.partitions, &a.usage]
             .iter()
             .filter(|f| f.as_deref() == Some("-"))
@@ -346,11 +346,11 @@ impl Inputs {
                 "only one of --assoc, --qos, --partitions, --usage can be -".into(),
             ));
         }
-        Ok(Inputs {
-            assoc: read_or_run(a.assoc.as_deref(), slurm::ASSOC_CMD)?,
-            qos: read_or_run(a.qos.as_deref(), slurm::QOS_CMD)?,
-            partitions: read_or_run(a.partitions.as_deref(), slurm::PARTITIONS_CMD)?,
-            usage: read_or_run(a.usage.as_deref(), slurm::USAGE_CMD)?,
+        Ok(SlurmTexts {
+            assoc: read_or_run(a.assoc.as_deref(), slurm_text::ASSOC_CMD)?,
+            qos: read_or_run(a.qos.as_deref(), slurm_text::QOS_CMD)?,
+            partitions: read_or_run(a.partitions.as_deref(), slurm_text::PARTITIONS_CMD)?,
+            usage: read_or_run(a.usage.as_deref(), slurm_text::USAGE_CMD)?,
         })
     }
 }
@@ -392,8 +392,8 @@ fn size(opts: &Opts, pool: Resolved) -> Row {
     let cap = capacity(&limits, opts.headroom);
     let (g, c) = (opts.gpu_job.as_ref(), opts.cpu_job.as_ref());
     let other = match opts.rule {
-        Rule::Bounded => Rule::CpuOnly,
-        Rule::CpuOnly => Rule::Bounded,
+        SlotRule::Bounded => SlotRule::CpuOnly,
+        SlotRule::CpuOnly => SlotRule::Bounded,
     };
     Row {
         slots: slots::slots(opts.rule, &cap, g, c),
@@ -406,11 +406,11 @@ fn size(opts: &Opts, pool: Resolved) -> Row {
 }
 
 /// Reads what SLURM gave and sizes the user's associations.
-pub fn plan(opts: &Opts, inputs: &Inputs) -> Result<Plan> {
-    let assocs = slurm::parse_assoc(&inputs.assoc.1, &inputs.assoc.0)?;
-    let qos = slurm::parse_qos(&inputs.qos.1, &inputs.qos.0)?;
-    let partitions = slurm::parse_partitions(&inputs.partitions.1, &inputs.partitions.0)?;
-    let jobs = slurm::parse_usage(&inputs.usage.1, &inputs.usage.0)?;
+pub fn plan(opts: &Opts, inputs: &SlurmTexts) -> Result<Plan> {
+    let assocs = slurm_text::parse_assoc(&inputs.assoc.1, &inputs.assoc.0)?;
+    let qos = slurm_text::parse_qos(&inputs.qos.1, &inputs.qos.0)?;
+    let partitions = slurm_text::parse_partitions(&inputs.partitions.1, &inputs.partitions.0)?;
+    let jobs = slurm_text::parse_usage(&inputs.usage.1, &inputs.usage.0)?;
     let sources = Sources {
         user: &opts.user,
         assocs: &assocs,
@@ -484,7 +484,7 @@ pub enum Outcome {
 }
 
 /// Writes the pools (and the `--next` choice) in the chosen format.
-pub fn run(opts: &Opts, inputs: &Inputs, out: &mut impl Write) -> Result<Outcome> {
+pub fn run(opts: &Opts, inputs: &SlurmTexts, out: &mut impl Write) -> Result<Outcome> {
     let plan = plan(opts, inputs)?;
     let chosen = opts.next.map(|k| (k, next(&plan, k)));
     match opts.format {
@@ -509,7 +509,7 @@ pub fn run(opts: &Opts, inputs: &Inputs, out: &mut impl Write) -> Result<Outcome
 /// Runs `hpc-model pool`; exits 3 when `--next` finds no free account.
 pub fn main_with(args: PoolArgs) -> Result<()> {
     let opts = Opts::from_args(&args)?;
-    let inputs = Inputs::gather(&args)?;
+    let inputs = SlurmTexts::gather(&args)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if run(&opts, &inputs, &mut out)? == Outcome::NoneFree {

@@ -90,7 +90,7 @@ pub struct RecommendArgs {
 }
 
 /// Everything a recommendation rests on.
-pub struct Inputs<'a> {
+pub struct RecommendInputs<'a> {
     /// The script's analysis.
     pub analysis: &'a Analysis,
     /// Earlier jobs, in end-time order.
@@ -160,7 +160,7 @@ fn percent(r: f64) -> String {
 /// (the script's own earlier jobs under one group, every other user and
 /// tool under its own) and returns its advice for the script: the
 /// prediction, the rounded value and the level it was sized at.
-fn calibrated(i: &Inputs, resource: Resource) -> Option<(Pred, f64, Level)> {
+fn calibrated(i: &RecommendInputs, resource: Resource) -> Option<(Pred, f64, Level)> {
     let an = i.analysis;
     // What a job needed, its weight, its request.
     type Of = fn(&Past) -> (Option<Point>, f64, Option<f64>);
@@ -240,7 +240,7 @@ fn level_note(l: &Level, p: &Pred) -> (f64, String) {
 
 /// Memory: the calibrated sizer over the history, else the fitted model,
 /// else the heuristic.
-fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
+fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
     let an = i.analysis;
     if let Some((p, value, level)) = calibrated(i, Resource::Mem) {
         let (at, said) = level_note(&level, &p);
@@ -340,7 +340,7 @@ fn memory(i: &Inputs, past: &[&Past]) -> (f64, Basis) {
 
 /// CPUs: the 90th percentile of the cores earlier jobs used, rounded up;
 /// else the tool table's; never above the request.
-fn cpus(i: &Inputs, past: &[&Past]) -> Option<(u32, Basis)> {
+fn cpus(i: &RecommendInputs, past: &[&Past]) -> Option<(u32, Basis)> {
     let asked = i.analysis.request.cpus;
     let mut used: Vec<f64> = past
         .iter()
@@ -376,7 +376,7 @@ fn cpus(i: &Inputs, past: &[&Past]) -> Option<(u32, Basis)> {
 /// censored at their limit) at the stated risk of TIMEOUT, in whole
 /// minutes; else the request or the tool table's (never a limit the
 /// script did not have).
-fn time(i: &Inputs) -> Option<(f64, Basis)> {
+fn time(i: &RecommendInputs) -> Option<(f64, Basis)> {
     if let Some((p, value, level)) = calibrated(i, Resource::Time) {
         let (at, said) = level_note(&level, &p);
         let note = format!(
@@ -404,7 +404,7 @@ fn time(i: &Inputs) -> Option<(f64, Basis)> {
 }
 
 /// The recommendation for one script.
-pub fn recommend(i: &Inputs) -> Rec {
+pub fn recommend(i: &RecommendInputs) -> Rec {
     let an = i.analysis;
     let past = matching(an, i.history);
     let mut rec = Rec {
@@ -584,7 +584,7 @@ pub fn main_with(args: RecommendArgs) -> Result<()> {
             .map(|p| Models::load(&p))
             .transpose()?,
     };
-    let rec = recommend(&Inputs {
+    let rec = recommend(&RecommendInputs {
         analysis: &analysis,
         history: &history.jobs,
         models: models.as_ref(),

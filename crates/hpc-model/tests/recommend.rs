@@ -5,23 +5,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use hpc_core::advice::{Rec, Tier};
-use hpc_testkit::{feed, text, Tool};
+use hpc_testkit::Tool;
 
 const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 
 /// Runs the binary with `stdin` and no store (HPC_SIZER_DB names none);
 /// returns (code, stdout, stderr).
 fn cli(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut c = TOOL.command(args);
-    let out = feed(
-        c.env("HPC_SIZER_DB", "/nonexistent/hpc-sizer.db"),
-        stdin.as_bytes(),
-    );
-    (
-        out.status.code().unwrap_or(-1),
-        text(&out.stdout),
-        text(&out.stderr),
-    )
+    TOOL.cli_without_db(args, stdin)
 }
 
 /// The analysis record of a STAR script asking 64 GiB, 4 CPUs, 2 hours.

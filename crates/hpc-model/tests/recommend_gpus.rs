@@ -11,16 +11,7 @@ const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 /// Runs the binary with no store (HPC_SIZER_DB names none) and an empty
 /// stdin; returns (code, stdout, stderr).
 fn cli(args: &[&str]) -> (i32, String, String) {
-    let out = TOOL
-        .command(args)
-        .env("HPC_SIZER_DB", "/nonexistent/hpc-sizer.db")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        hpc_testkit::text(&out.stdout),
-        hpc_testkit::text(&out.stderr),
-    )
+    TOOL.cli_without_db(args, "")
 }
 
 /// A script of tool `train` asking 4 GPUs.

@@ -16,7 +16,7 @@ use crate::{
 
 #[derive(FromArgs, Debug)]
 /// The hpc-sizer history database: store records, show what it holds, read
-/// them back.
+/// them back, report on them, export them.
 #[argh(
     example = "hpc-flags < job.ndjson | hpc-store put",
     example = "hpc-store put --spool $HPC_SIZER_SPOOL/incoming",

@@ -4,7 +4,20 @@
 //!   or every finished file of a spool folder (`--spool`, the single-writer
 //!   path for shared file systems);
 //! - `status`: what the database holds;
-//! - `dump`: records back out as NDJSON, filtered by kind, user and date.
+//! - `dump`: records back out as NDJSON, filtered by kind, user, partition,
+//!   tool and date;
+//! - `report`: jobs, CPU, memory and GPU hours, efficiencies and waste,
+//!   grouped by user, account, group, partition, node, state or tool
+//!   ([`report`]), from the database or (`--parquet`) an exported dataset;
+//! - `flags`: how often each flag was raised, or the flagged jobs;
+//! - `history`: the distribution of one tool's peak memory, CPU efficiency
+//!   and elapsed time;
+//! - `export`: the jobs table as date-partitioned Parquet (the `parquet`
+//!   feature, the `parquet` module);
+//! - `paths`: where the tools keep their data, database and spool.
+//!
+//! Every query is a named function of hpc-db ([`hpc_db::query`]); this crate
+//! writes no SQL and does not link SQLite itself.
 
 pub mod cli;
 #[cfg(feature = "parquet")]
@@ -22,7 +35,7 @@ use hpc_core::ndjson::Rejects;
 use hpc_core::paths::shown;
 use hpc_core::record::{peek_kind, tag_into};
 use hpc_core::{Error, IoContext, Result};
-use hpc_db::{JobFilter, PutError, PutStats, Store, PARENT_SQL};
+use hpc_db::{JobFilter, PutError, PutStats, RecordKind, Store};
 
 /// What `put` did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -302,23 +315,9 @@ fn move_no_clobber(path: &Path, dir: &Path) -> Result<PathBuf> {
 
 /// Writes the `status` lines.
 pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> hpc_db::Result<()> {
-    let c = store.conn();
-    let one = |sql: &str| -> hpc_db::Result<i64> {
-        Ok(c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))?
-            .unwrap_or(0))
-    };
-    let jobs = one("SELECT count(*) FROM jobs")?;
-    let fin = one("SELECT count(*) FROM jobs WHERE is_final = 1")?;
-    let with_rss = one(
-        "SELECT count(*) FROM jobs WHERE is_final = 1 AND start_ts IS NOT NULL AND max_rss_mb IS NOT NULL",
-    )?;
-    let ran = one("SELECT count(*) FROM jobs WHERE is_final = 1 AND start_ts IS NOT NULL")?;
-    let stamp = |sql: &str| -> hpc_db::Result<Option<String>> {
-        let epoch: Option<i64> = c.query_row(sql, [], |r| r.get(0))?;
-        Ok(epoch.map(|epoch| hpc_core::slurm::Timestamp { epoch }.to_rfc3339()))
-    };
-    let first = stamp("SELECT min(submit_ts) FROM jobs")?;
-    let last = stamp("SELECT max(end_ts) FROM jobs")?;
+    let c = store.status_counts()?;
+    let stamp =
+        |epoch: Option<i64>| epoch.map(|epoch| hpc_core::slurm::Timestamp { epoch }.to_rfc3339());
     let size = fs::metadata(path).map(|m| m.len()).unwrap_or(0)
         + fs::metadata(format!("{}-wal", path.display()))
             .map(|m| m.len())
@@ -328,42 +327,28 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> hpc_db::Result
     writeln!(out, "size: {:.1} MiB", size as f64 / 1048576.0)?;
     writeln!(
         out,
-        "jobs: {jobs} ({fin} final, {} running or pending)",
-        jobs - fin
+        "jobs: {} ({} final, {} running or pending)",
+        c.jobs,
+        c.final_jobs,
+        c.jobs - c.final_jobs
     )?;
     writeln!(
         out,
         "date range: {} .. {}",
-        first.as_deref().unwrap_or("-"),
-        last.as_deref().unwrap_or("-")
+        stamp(c.first_submit).as_deref().unwrap_or("-"),
+        stamp(c.last_end).as_deref().unwrap_or("-")
     )?;
-    let pct = if ran > 0 {
-        100.0 * with_rss as f64 / ran as f64
+    let pct = if c.ran > 0 {
+        100.0 * c.with_rss as f64 / c.ran as f64
     } else {
         0.0
     };
     writeln!(
         out,
-        "MaxRSS coverage: {with_rss} of {ran} finished jobs that ran ({pct:.1} %)"
+        "MaxRSS coverage: {} of {} finished jobs that ran ({pct:.1} %)",
+        c.with_rss, c.ran
     )?;
-    write_states_and_counts(store, out)
-}
-
-/// The `status` lines after the date range: jobs by state, the records of
-/// each other table and the last ingest.
-fn write_states_and_counts(store: &Store, out: &mut dyn Write) -> hpc_db::Result<()> {
-    let c = store.conn();
-    let mut st =
-        c.prepare("SELECT state, count(*) FROM jobs GROUP BY state ORDER BY count(*) DESC, state")?;
-    let states = st
-        .query_map([], |r| {
-            Ok(format!(
-                "{} {}",
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?
-            ))
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let states: Vec<String> = c.states.iter().map(|(s, n)| format!("{s} {n}")).collect();
     writeln!(
         out,
         "states: {}",
@@ -373,13 +358,12 @@ fn write_states_and_counts(store: &Store, out: &mut dyn Write) -> hpc_db::Result
             states.join(", ")
         }
     )?;
-    for (name, table) in [
-        ("summaries", "summaries"),
-        ("flags", "flags"),
-        ("samples", "samples"),
-        ("other records", "records"),
+    for (name, n) in [
+        ("summaries", c.summaries),
+        ("flags", c.flags),
+        ("samples", c.samples),
+        ("other records", c.other_records),
     ] {
-        let n: i64 = c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?;
         writeln!(out, "{name}: {n}")?;
     }
     match store.mark("last_ingest")? {
@@ -420,48 +404,19 @@ pub fn dump(
                 })?;
             }
             "summary" | "flag" | "sample" | "analysis" | "rec" | "other" => {
-                let (table, select) = match kind.as_str() {
-                    "summary" => ("summaries", "json"),
-                    "sample" => ("samples", "json"),
-                    "analysis" | "rec" | "other" => ("records", "json"),
-                    _ => ("flags", "json_object('kind','flag','job_id',job_id,'flag',flag,'category',category,'value',value,'threshold',threshold,'reason',reason)"),
+                let kind = match kind.as_str() {
+                    "summary" => RecordKind::Summary,
+                    "flag" => RecordKind::Flag,
+                    "sample" => RecordKind::Sample,
+                    "analysis" => RecordKind::Analysis,
+                    "rec" => RecordKind::Rec,
+                    _ => RecordKind::Other,
                 };
-                let (cond, ps) = filter.sql();
-                let filtered = !filter.is_empty();
-                let mut wheres = Vec::new();
-                if matches!(kind.as_str(), "analysis" | "rec") {
-                    // One of the fixed names above: safe as a literal.
-                    wheres.push(format!("t.kind = '{kind}'"));
-                }
-                if filtered && table == "records" {
-                    // An array's analysis is keyed by the array's id.
-                    wheres.push(format!(
-                        "t.job_id IN (SELECT job_id_raw FROM jobs WHERE {cond} UNION SELECT {PARENT_SQL} FROM jobs WHERE {cond})"
-                    ));
-                } else if filtered {
-                    wheres.push(format!(
-                        "t.job_id IN (SELECT job_id_raw FROM jobs WHERE {cond})"
-                    ));
-                }
-                let sql = match wheres.is_empty() {
-                    true => format!("SELECT {select} FROM {table} t ORDER BY job_id"),
-                    false => format!(
-                        "SELECT {select} FROM {table} t WHERE {} ORDER BY job_id",
-                        wheres.join(" AND ")
-                    ),
-                };
-                let mut st = store.conn().prepare(&sql)?;
-                let mut rows = if filtered {
-                    st.query(rusqlite::params_from_iter(ps))?
-                } else {
-                    st.query([])?
-                };
-                while let Some(r) = rows.next()? {
-                    let text: String = r.get(0)?;
+                n += store.dump(kind, filter, |text| {
                     out.write_all(text.as_bytes())?;
                     out.write_all(b"\n")?;
-                    n += 1;
-                }
+                    Ok(())
+                })?;
             }
             other => {
                 return Err(Error::Usage(format!(
@@ -486,49 +441,51 @@ pub fn store_flags(
     out: &mut dyn Write,
 ) -> hpc_db::Result<()> {
     use report::Cell;
-    let (cond, ps) = filter.sql();
-    let filtered = !filter.is_empty();
-    // One row per job id: the runs of a requeued job share their flags.
-    let from = if filtered {
-        format!("flags f JOIN (SELECT job_id_raw, max(user) AS user FROM jobs WHERE {cond} GROUP BY job_id_raw) jobs ON jobs.job_id_raw = f.job_id")
-    } else {
-        "flags f LEFT JOIN (SELECT job_id_raw, max(user) AS user FROM jobs GROUP BY job_id_raw) jobs ON jobs.job_id_raw = f.job_id".to_string()
-    };
-    let params = if filtered { ps } else { Vec::new() };
-    let (cols, sql): (&[&str], String) = if jobs {
-        (
-            &["job_id", "user", "flag", "value", "threshold", "reason"],
-            format!("SELECT f.job_id, jobs.user, f.flag, f.value, f.threshold, f.reason FROM {from} ORDER BY f.job_id, f.flag"),
-        )
-    } else {
-        (
-            &["flag", "category", "jobs", "users"],
-            format!("SELECT f.flag, f.category, count(*), count(DISTINCT jobs.user) FROM {from} GROUP BY f.flag, f.category ORDER BY count(*) DESC, f.flag"),
-        )
-    };
-    let mut st = store.conn().prepare(&sql)?;
-    let rows = st
-        .query_map(rusqlite::params_from_iter(params), |r| {
-            Ok(if jobs {
+    if jobs {
+        let rows: Vec<Vec<Cell>> = store
+            .job_flags(filter)?
+            .into_iter()
+            .map(|f| {
                 vec![
-                    Cell::Text(r.get(0)?),
-                    Cell::Text(r.get::<_, Option<String>>(1)?.unwrap_or_else(|| "-".into())),
-                    Cell::Text(r.get(2)?),
-                    Cell::Num(r.get(3)?, 2),
-                    Cell::Num(r.get(4)?, 2),
-                    Cell::Text(r.get(5)?),
-                ]
-            } else {
-                vec![
-                    Cell::Text(r.get(0)?),
-                    Cell::Text(r.get(1)?),
-                    Cell::Num(Some(r.get::<_, i64>(2)? as f64), 0),
-                    Cell::Num(Some(r.get::<_, i64>(3)? as f64), 0),
+                    Cell::Text(f.job_id),
+                    Cell::Text(f.user.unwrap_or_else(|| "-".into())),
+                    Cell::Text(f.flag),
+                    Cell::Num(f.value, 2),
+                    Cell::Num(f.threshold, 2),
+                    Cell::Text(f.reason),
                 ]
             })
-        })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(report::write_table(out, "flag_count", cols, &rows, format)?)
+            .collect();
+        let cols = ["job_id", "user", "flag", "value", "threshold", "reason"];
+        Ok(report::write_table(
+            out,
+            "flag_count",
+            &cols,
+            &rows,
+            format,
+        )?)
+    } else {
+        let rows: Vec<Vec<Cell>> = store
+            .flag_counts(filter)?
+            .into_iter()
+            .map(|f| {
+                vec![
+                    Cell::Text(f.flag),
+                    Cell::Text(f.category),
+                    Cell::Num(Some(f.jobs as f64), 0),
+                    Cell::Num(Some(f.users as f64), 0),
+                ]
+            })
+            .collect();
+        let cols = ["flag", "category", "jobs", "users"];
+        Ok(report::write_table(
+            out,
+            "flag_count",
+            &cols,
+            &rows,
+            format,
+        )?)
+    }
 }
 
 /// `history`: the distribution of peak memory, CPU efficiency and elapsed
@@ -541,24 +498,8 @@ pub fn history(
     out: &mut dyn Write,
 ) -> hpc_db::Result<()> {
     use report::{quantile, Cell};
-    let (cond, mut ps) = filter.sql();
-    ps.push(rusqlite::types::Value::Text(tool.to_string()));
-    let sql = format!(
-        "SELECT max_rss_mb, cpu_eff, elapsed_s, req_mem_mb FROM jobs
-         WHERE {cond} AND is_final = 1 AND start_ts IS NOT NULL AND {} = ?{}",
-        report::TOOL_SQL,
-        ps.len()
-    );
-    let mut st = store.conn().prepare(&sql)?;
-    let mut series: [Vec<f64>; 4] = Default::default();
-    let mut rows = st.query(rusqlite::params_from_iter(ps))?;
-    while let Some(r) = rows.next()? {
-        for (i, s) in series.iter_mut().enumerate() {
-            if let Some(v) = r.get::<_, Option<f64>>(i)? {
-                s.push(v);
-            }
-        }
-    }
+    let h = store.tool_history(tool, filter)?;
+    let series = [h.max_rss_mb, h.cpu_eff, h.elapsed_s, h.req_mem_mb];
     let names = ["peak_rss_mb", "cpu_eff", "elapsed_s", "req_mem_mb"];
     let mut table = Vec::new();
     for (name, mut s) in names.iter().zip(series) {

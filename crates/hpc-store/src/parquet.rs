@@ -14,15 +14,15 @@ use std::path::{Path, PathBuf};
 
 use hpc_core::fields::Kind as FieldKind;
 use hpc_core::{Error, IoContext, Result};
+use hpc_db::query::{JobRow, JobRows, Value, ValueRef};
 use hpc_db::{JobFilter, Store};
 use polars::io::parquet::write::BatchedWriter;
 use polars::prelude::{
     col, len, lit, when, Column, DataFrame, DataType, Expr, HiveOptions, IntoColumn, LazyFrame,
     NamedFrom, ParquetWriter, PlRefPath, PolarsError, ScanArgsParquet, Series, NULL,
 };
-use rusqlite::types::{Value, ValueRef};
 
-use crate::report::{raw_key_sql, By, Partial, RawRow, TOOL_SQL};
+use crate::report::{raw_key_column, By, Partial, RawRow};
 
 /// What an export wrote.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -192,14 +192,14 @@ impl Batch {
     }
 
     /// True when `r` belongs to the partition being written.
-    fn same_day(&self, r: &rusqlite::Row<'_>) -> rusqlite::Result<bool> {
-        Ok(end_ts(r.get_ref(self.end_col)?).map(day_of) == self.day)
+    fn same_day(&self, r: &JobRow<'_>) -> hpc_db::Result<bool> {
+        Ok(end_ts(r.get(self.end_col)?).map(day_of) == self.day)
     }
 
     /// Appends one row; `get(i)` gives its value in column `i`.
     fn push<'v>(
         &mut self,
-        get: impl Fn(usize) -> rusqlite::Result<ValueRef<'v>>,
+        get: impl Fn(usize) -> hpc_db::Result<ValueRef<'v>>,
     ) -> hpc_db::Result<()> {
         let job = match get(self.id_col)? {
             ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
@@ -266,7 +266,7 @@ fn end_ts(v: ValueRef<'_>) -> Option<i64> {
 fn write_partition(
     out: &mut dyn std::io::Write,
     dest: &Path,
-    rows: &mut rusqlite::Rows<'_>,
+    rows: &mut JobRows<'_>,
     batch: &mut Batch,
     next: &mut Option<Vec<Value>>,
     stats: &mut ExportStats,
@@ -274,11 +274,11 @@ fn write_partition(
     let mut out = Some(BufWriter::with_capacity(1 << 20, out));
     let mut writer = None;
     while let Some(r) = rows.next()? {
-        if !batch.same_day(r)? {
-            *next = Some(owned(r)?);
+        if !batch.same_day(&r)? {
+            *next = Some(r.owned()?);
             break;
         }
-        batch.push(|i| r.get_ref(i))?;
+        batch.push(|i| r.get(i))?;
         stats.jobs += 1;
         if batch.held >= ROW_GROUP {
             batch.flush(&mut out, &mut writer, dest)?;
@@ -292,11 +292,6 @@ fn write_partition(
     Ok(())
 }
 
-/// A row's values, owned.
-fn owned(r: &rusqlite::Row<'_>) -> rusqlite::Result<Vec<Value>> {
-    (0..columns().len()).map(|i| r.get(i)).collect()
-}
-
 /// Exports the jobs matching `filter` as hive-partitioned Parquet under `dir`:
 /// `dir/end_date=YYYY-MM-DD/part-0.parquet` (the UTC date of `end_ts`; jobs
 /// without an end go to `end_date=__HIVE_DEFAULT_PARTITION__`). Every column
@@ -307,25 +302,19 @@ fn owned(r: &rusqlite::Row<'_>) -> rusqlite::Result<Vec<Value>> {
 /// exported stay.
 pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> hpc_db::Result<ExportStats> {
     hpc_core::paths::create_private_dir(dir)?;
-    let (cond, ps) = filter.sql();
-    let cols: Vec<String> = columns()
-        .iter()
-        .map(|(c, _)| match *c {
-            "tool" => TOOL_SQL.to_string(),
-            other => format!("\"{other}\""),
-        })
-        .collect();
-    // The end_ts index gives the rows in date order (jobs without an end first).
-    let sql = format!(
-        "SELECT {} FROM jobs WHERE {cond} ORDER BY end_ts",
-        cols.join(", ")
-    );
-    let mut st = store.conn().prepare(&sql)?;
-    let mut rows = st.query(rusqlite::params_from_iter(ps))?;
+    let names: Vec<&str> = columns().iter().map(|(c, _)| *c).collect();
+    store.jobs_by_end(filter, &names, |rows| export_rows(dir, rows))
+}
+
+/// Writes the partitions of `rows`, which come in end-date order.
+fn export_rows(dir: &Path, rows: &mut JobRows<'_>) -> hpc_db::Result<ExportStats> {
     let mut batch = Batch::new();
     let mut stats = ExportStats::default();
     // The first row of the next partition, read while writing the one before.
-    let mut next = rows.next()?.map(owned).transpose()?;
+    let mut next = match rows.next()? {
+        Some(r) => Some(r.owned()?),
+        None => None,
+    };
     while let Some(first) = next.take() {
         let name = batch.start(&first)?;
         stats.jobs += 1;
@@ -335,7 +324,7 @@ pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> hpc_db::Result<E
         // leaves no temporary file behind.
         hpc_core::paths::write_atomic(&dest, |out| {
             Ok(write_partition(
-                out, &dest, &mut rows, &mut batch, &mut next, &mut stats,
+                out, &dest, rows, &mut batch, &mut next, &mut stats,
             )?)
         })?;
         stats.partitions += 1;
@@ -475,7 +464,7 @@ pub fn parquet_rows(dir: &Path, by: By, filter: &JobFilter) -> Result<Vec<RawRow
     if let Some(p) = predicate(filter) {
         lf = lf.filter(p);
     }
-    let key = raw_key_sql(by);
+    let key = raw_key_column(by);
     let mut keys = vec![col(key)];
     if by == By::Group {
         keys.push(col("account"));

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use hpc_core::num::round6;
 use hpc_core::{Error, IoContext, Result};
-use hpc_db::{JobFilter, Store};
+use hpc_db::{GroupKey, JobFilter, Store};
 use serde_json::{Map, Value};
 
 /// What a report groups by.
@@ -70,62 +70,7 @@ impl By {
     }
 }
 
-/// Additive sums over a set of jobs. Efficiencies are computed from these,
-/// weighted by reserved hours, only over jobs where usage is known.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Partial {
-    /// Jobs.
-    pub jobs: f64,
-    /// CPU-hours reserved.
-    pub cpu_h: f64,
-    /// CPU-hours reserved by jobs whose CPU use is known.
-    pub cpu_h_known: f64,
-    /// CPU-hours used (TotalCPU) by those jobs.
-    pub cpu_used_h: f64,
-    /// CPU-hours wasted.
-    pub cpu_wasted_h: f64,
-    /// Memory GiB-hours reserved.
-    pub mem_gbh: f64,
-    /// Memory GiB-hours reserved by jobs whose peak is known.
-    pub mem_gbh_known: f64,
-    /// Memory GiB-hours wasted.
-    pub mem_wasted_gbh: f64,
-    /// GPU-hours reserved.
-    pub gpu_h: f64,
-    /// GPU-hours reserved by jobs whose GPU utilisation is known.
-    pub gpu_h_known: f64,
-    /// GPU-hours used by those jobs (reserved times utilisation).
-    pub gpu_used_h: f64,
-}
-
-impl Partial {
-    /// Adds `o` with its hours scaled by `w`; jobs are counted whole.
-    fn add_scaled(&mut self, o: &Partial, w: f64) {
-        self.jobs += o.jobs;
-        self.cpu_h += o.cpu_h * w;
-        self.cpu_h_known += o.cpu_h_known * w;
-        self.cpu_used_h += o.cpu_used_h * w;
-        self.cpu_wasted_h += o.cpu_wasted_h * w;
-        self.mem_gbh += o.mem_gbh * w;
-        self.mem_gbh_known += o.mem_gbh_known * w;
-        self.mem_wasted_gbh += o.mem_wasted_gbh * w;
-        self.gpu_h += o.gpu_h * w;
-        self.gpu_h_known += o.gpu_h_known * w;
-        self.gpu_used_h += o.gpu_used_h * w;
-    }
-}
-
-/// One raw group from a back end: the raw key (user, account, node list,
-/// ...), the account (for group fallback) and the sums.
-#[derive(Debug, Clone)]
-pub struct RawRow {
-    /// The raw key (`None` when the jobs have no value).
-    pub key: Option<String>,
-    /// The account, used when grouping by group and the user has no mapping.
-    pub account: Option<String>,
-    /// The sums.
-    pub sums: Partial,
-}
+pub use hpc_db::{Partial, RawRow};
 
 /// One line of a report.
 #[derive(Debug, Clone, PartialEq)]
@@ -192,155 +137,29 @@ pub fn read_groups(path: &Path) -> Result<Groups> {
     Ok(g)
 }
 
+impl By {
+    /// The raw key the database groups by before [`finish`] maps it: a
+    /// group is found from its user, a node from its node list.
+    pub fn group_key(self) -> GroupKey {
+        match self {
+            By::User | By::Group => GroupKey::User,
+            By::Account => GroupKey::Account,
+            By::Partition => GroupKey::Partition,
+            By::Node => GroupKey::NodeList,
+            By::State => GroupKey::State,
+            By::Tool => GroupKey::Tool,
+        }
+    }
+}
+
 /// The column of the raw key in the jobs table (and the Parquet files).
-pub fn raw_key_sql(by: By) -> &'static str {
-    match by {
-        By::User | By::Group => "user",
-        By::Account => "account",
-        By::Partition => "partition",
-        By::Node => "node_list",
-        By::State => "state",
-        By::Tool => "tool",
-    }
+pub fn raw_key_column(by: By) -> &'static str {
+    by.group_key().column()
 }
 
-/// A compensated (Kahan-Babuska-Neumaier) sum, as SQLite's `total()`
-/// computes it, so long columns add up the same whatever the order.
-#[derive(Debug, Clone, Copy, Default)]
-struct Sum {
-    sum: f64,
-    c: f64,
-}
-
-impl Sum {
-    fn add(&mut self, x: f64) {
-        let t = self.sum + x;
-        if self.sum.abs() >= x.abs() {
-            self.c += (self.sum - t) + x;
-        } else {
-            self.c += (x - t) + self.sum;
-        }
-        self.sum = t;
-    }
-    fn get(self) -> f64 {
-        self.sum + self.c
-    }
-}
-
-/// The running sums of one raw group.
-#[derive(Debug, Default)]
-struct Sums([Sum; 10], u64);
-
-impl Sums {
-    /// Adds one job: cpu_hours_reserved, total_cpu_s, cpu_hours_wasted,
-    /// mem_gb_hours_reserved, mem_gb_hours_wasted, gpu_hours_reserved,
-    /// gpu_util.
-    fn add(&mut self, v: [Option<f64>; 7]) {
-        let [cpu_res, cpu_s, cpu_waste, mem_res, mem_waste, gpu, gpu_util] = v;
-        let s = &mut self.0;
-        self.1 += 1;
-        s[0].add(cpu_res.unwrap_or(0.0));
-        if let (Some(r), Some(c)) = (cpu_res, cpu_s) {
-            s[1].add(r);
-            s[2].add(c / 3600.0);
-        }
-        s[3].add(cpu_waste.unwrap_or(0.0));
-        s[4].add(mem_res.unwrap_or(0.0));
-        if let (Some(r), Some(w)) = (mem_res, mem_waste) {
-            s[5].add(r);
-            s[6].add(w);
-        }
-        s[7].add(gpu.unwrap_or(0.0));
-        if let (Some(g), Some(u)) = (gpu, gpu_util) {
-            s[8].add(g);
-            s[9].add(g * u.clamp(0.0, 100.0) / 100.0);
-        }
-    }
-
-    fn partial(&self) -> Partial {
-        let s = &self.0;
-        Partial {
-            jobs: self.1 as f64,
-            cpu_h: s[0].get(),
-            cpu_h_known: s[1].get(),
-            cpu_used_h: s[2].get(),
-            cpu_wasted_h: s[3].get(),
-            mem_gbh: s[4].get(),
-            mem_gbh_known: s[5].get(),
-            mem_wasted_gbh: s[6].get(),
-            gpu_h: s[7].get(),
-            gpu_h_known: s[8].get(),
-            gpu_used_h: s[9].get(),
-        }
-    }
-}
-
-/// The raw rows from the SQLite store.
+/// The raw rows from the SQLite store ([`Store::report_partials`]).
 pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> hpc_db::Result<Vec<RawRow>> {
-    let (cond, ps) = filter.sql();
-    let key = match by {
-        By::Tool => TOOL_SQL,
-        other => raw_key_sql(other),
-    };
-    let account = if by == By::Group { "account" } else { "NULL" };
-    // Summing here rather than with SQL's GROUP BY avoids sorting every row
-    // through a temporary B-tree: a plain scan is about three times faster.
-    let sql = format!(
-        "SELECT {key}, {account}, cpu_hours_reserved, total_cpu_s, cpu_hours_wasted,
-                mem_gb_hours_reserved, mem_gb_hours_wasted, gpu_hours_reserved, gpu_util
-         FROM jobs WHERE {cond}"
-    );
-    let mut st = store.conn().prepare(&sql)?;
-    let mut rows = st.query(rusqlite::params_from_iter(ps))?;
-    type Key = (Option<String>, Option<String>);
-    let mut groups: HashMap<Key, Sums> = HashMap::new();
-    let text = |v: rusqlite::types::ValueRef<'_>| -> Option<String> {
-        match v {
-            rusqlite::types::ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
-            rusqlite::types::ValueRef::Null => None,
-            other => Some(format!("{other:?}")),
-        }
-    };
-    // The previous row's key: consecutive rows often share it.
-    let mut last: Option<Key> = None;
-    while let Some(r) = rows.next()? {
-        let same = last.as_ref().is_some_and(|(k, a)| {
-            eq_text(r.get_ref(0).ok(), k.as_deref()) && eq_text(r.get_ref(1).ok(), a.as_deref())
-        });
-        if !same {
-            last = Some((text(r.get_ref(0)?), text(r.get_ref(1)?)));
-        }
-        let k = last.as_ref().expect("set above");
-        let v = [
-            r.get(2)?,
-            r.get(3)?,
-            r.get(4)?,
-            r.get(5)?,
-            r.get(6)?,
-            r.get(7)?,
-            r.get(8)?,
-        ];
-        match groups.get_mut(k) {
-            Some(s) => s.add(v),
-            None => groups.entry(k.clone()).or_default().add(v),
-        }
-    }
-    Ok(groups
-        .into_iter()
-        .map(|((key, account), s)| RawRow {
-            key,
-            account,
-            sums: s.partial(),
-        })
-        .collect())
-}
-
-fn eq_text(v: Option<rusqlite::types::ValueRef<'_>>, k: Option<&str>) -> bool {
-    match (v, k) {
-        (Some(rusqlite::types::ValueRef::Text(t)), Some(k)) => t == k.as_bytes(),
-        (Some(rusqlite::types::ValueRef::Null), None) => true,
-        _ => false,
-    }
+    store.report_partials(by.group_key(), by == By::Group, filter)
 }
 
 /// The key shown for jobs without a value.
@@ -725,8 +544,6 @@ pub fn write_table(
     out.flush()?;
     Ok(())
 }
-
-pub use hpc_db::TOOL_SQL;
 
 /// The value at quantile `q` (0..=1) of sorted values, by linear interpolation.
 pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {

@@ -9,24 +9,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-store");
+use hpc_testkit::Tool;
+
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-store"));
 
 fn cmd(db: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.arg("--db").arg(db).args(args);
-    c.env_remove("HPC_SIZER_GROUPS");
-    c
+    TOOL.db_command(db, args)
 }
 
+/// Runs `hpc-store --db DB ARGS`, whatever its exit (stdin written from a
+/// thread, so a tool that stops reading cannot block the test).
 fn run(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = cmd(db, args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
+    TOOL.run_db(db, args, stdin)
 }
 
 fn text(b: &[u8]) -> String {
@@ -299,8 +293,8 @@ fn a_locked_database_leaves_spool_files_in_place() {
     fs::create_dir(&spool).unwrap();
     fs::write(spool.join("a.ndjson"), some_jobs(2)).unwrap();
     assert!(run(&db, &["put"], b"").status.success());
-    let holder = rusqlite::Connection::open(&db).unwrap();
-    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let holder = hpc_db::Store::open(&db).unwrap();
+    holder.conn().execute_batch("BEGIN IMMEDIATE").unwrap();
     let out = cmd(&db, &["put", "--spool", spool.to_str().unwrap()])
         .env("HPC_SIZER_BUSY_TIMEOUT", "1")
         .output()
@@ -313,7 +307,7 @@ fn a_locked_database_leaves_spool_files_in_place() {
     );
     assert!(spool.join("a.ndjson").exists());
     assert!(!spool.join("rejected").exists());
-    holder.execute_batch("ROLLBACK").unwrap();
+    holder.conn().execute_batch("ROLLBACK").unwrap();
     let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(count_jobs(&db), 2);
@@ -580,8 +574,8 @@ fn an_old_user_version_on_a_current_schema_is_repaired() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("h.db");
     assert!(run(&db, &["put"], some_jobs(2).as_bytes()).status.success());
-    let c = rusqlite::Connection::open(&db).unwrap();
-    c.pragma_update(None, "user_version", 1).unwrap();
+    let c = hpc_db::Store::open(&db).unwrap();
+    c.conn().pragma_update(None, "user_version", 1).unwrap();
     drop(c);
     let out = run(&db, &["put"], some_jobs(3).as_bytes());
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -2,38 +2,22 @@
 //! fixture job records, checked against sums computed here from the records.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
+use hpc_testkit::Tool;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_hpc-store");
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-store"));
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/hpc-store/jobs.ndjson")
 }
 
+/// Runs `hpc-store --db DB ARGS` with no group file of the user's; it must
+/// succeed.
 fn run(db: &Path, args: &[&str], stdin: &[u8]) -> Output {
-    let mut c = Command::new(BIN)
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .env_remove("HPC_SIZER_GROUPS")
-        .env("XDG_CONFIG_HOME", db.parent().unwrap())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(stdin).unwrap();
-    let o = c.wait_with_output().unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
+    TOOL.run_db_ok(db, args, stdin)
 }
 
 fn db_with_fixture(dir: &Path) -> PathBuf {

@@ -4,9 +4,14 @@
 //! ([`Tool::assert_help_in_man`]), read the first line of its output and
 //! close the pipe ([`first_line`], [`Tool::closed_pipe`]), and send its
 //! streams to `/dev/full` ([`status_to`]); read NDJSON output ([`records`],
-//! [`num`]).
+//! [`num`]); run a tool on a history database ([`Tool::db_command`],
+//! [`Tool::run_db`]) or with no history at all ([`Tool::cli_without_db`]);
+//! build a job whose every field differs from the default
+//! ([`distinct_job`]); generate realistic sacct text ([`sacct_gen`]).
 //!
 //! A dev-dependency only: `publish = false`, never linked into a tool.
+
+pub mod sacct_gen;
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -60,6 +65,48 @@ impl Tool {
     /// Runs the binary with `args`, `stdin` and piped stdout and stderr.
     pub fn feed(&self, args: &[&str], stdin: &[u8]) -> Output {
         feed(&mut self.command(args), stdin)
+    }
+
+    /// Runs the binary with `args`, `stdin` and no history database
+    /// (`HPC_SIZER_DB` names a path that cannot exist); returns (exit code
+    /// or -1 on a signal, stdout, stderr).
+    pub fn cli_without_db(&self, args: &[&str], stdin: &str) -> (i32, String, String) {
+        let mut c = self.command(args);
+        let out = feed(
+            c.env("HPC_SIZER_DB", "/nonexistent/hpc-sizer.db"),
+            stdin.as_bytes(),
+        );
+        (
+            out.status.code().unwrap_or(-1),
+            text(&out.stdout),
+            text(&out.stderr),
+        )
+    }
+
+    /// A command for `TOOL --db DB ARGS` that sees no group file of the
+    /// user's: `HPC_SIZER_GROUPS` is unset and the config folder is the
+    /// database's.
+    pub fn db_command(&self, db: &Path, args: &[&str]) -> Command {
+        let mut c = Command::new(self.bin);
+        c.arg("--db").arg(db).args(args);
+        c.env_remove("HPC_SIZER_GROUPS");
+        if let Some(dir) = db.parent() {
+            c.env("XDG_CONFIG_HOME", dir);
+        }
+        c
+    }
+
+    /// Runs [`Tool::db_command`] with `stdin` written from a thread (see
+    /// [`feed`]) and stdout and stderr piped; whatever its exit.
+    pub fn run_db(&self, db: &Path, args: &[&str], stdin: &[u8]) -> Output {
+        feed(&mut self.db_command(db, args), stdin)
+    }
+
+    /// [`Tool::run_db`] that must exit 0.
+    pub fn run_db_ok(&self, db: &Path, args: &[&str], stdin: &[u8]) -> Output {
+        let o = self.run_db(db, args, stdin);
+        assert!(o.status.success(), "{args:?}: {}", show(&o));
+        o
     }
 
     /// The `--help` text after `args` (a subcommand); it must exit 0.
@@ -205,6 +252,27 @@ pub fn records(out: &str) -> Vec<serde_json::Value> {
 pub fn num(v: &serde_json::Value, k: &str) -> f64 {
     v[k].as_f64()
         .unwrap_or_else(|| panic!("no number {k} in {v}"))
+}
+
+/// A job whose every field holds a value of its own, none the default:
+/// a field lost or two swapped on a round trip show.
+pub fn distinct_job() -> hpc_core::record::Job {
+    use hpc_core::fields::{Kind, Value};
+    let mut j = hpc_core::record::Job::default();
+    for (i, c) in hpc_core::record::Job::COLUMNS.iter().enumerate() {
+        let text = match c.field.kind {
+            Kind::Time => format!("2026-02-{:02}T{:02}:00:00Z", 1 + i, i),
+            _ => format!("{}-{i}", c.field.name),
+        };
+        let v = match c.field.kind {
+            Kind::Text | Kind::Time => Value::Text(Some(&text)),
+            Kind::Int => Value::Int(Some(100 + i as i64)),
+            Kind::Real => Value::Real(Some(i as f64 + 0.25)),
+            Kind::Bool => Value::Bool(true),
+        };
+        (c.set)(&mut j, v).expect("a value of the field's kind");
+    }
+    j
 }
 
 /// The workspace's `man` folder.

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::slurm::{Amounts, Assoc, Partition, Qos, QueuedJob, Res};
+use super::slurm_text::{Amounts, Assoc, Partition, Qos, QueuedJob, Res};
 
 /// The level a limit was set at, and so which jobs count against it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,7 +247,7 @@ fn first_set(levels: Vec<(Scope, Amounts)>) -> Vec<(Scope, Amounts)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::slurm::{parse_assoc, parse_partitions, parse_qos, parse_usage};
+    use super::super::slurm_text::{parse_assoc, parse_partitions, parse_qos, parse_usage};
     use super::*;
 
     const ASSOC: &str = "root||||||\n\

@@ -10,8 +10,8 @@ use hpc_core::slurm::{format_duration, format_mem};
 use hpc_core::Result;
 use serde::Serialize;
 
-use super::slots::{Rule, Slots};
-use super::slurm::{Amounts, Res};
+use super::slots::{SlotRule, Slots};
+use super::slurm_text::{Amounts, Res};
 use super::{Kind, Opts, Plan, Row};
 
 /// One association sized: the `pool` record.
@@ -115,8 +115,8 @@ pub fn total<'a>(opts: &Opts, plan: &'a Plan) -> Total<'a> {
     let (fg, fc, u2) = sum(plan, |r| r.free, asked);
     let (og, oc, _) = sum(plan, |r| r.other, asked);
     let (bounded, cpu_only) = match opts.rule {
-        Rule::Bounded => (g + c, og + oc),
-        Rule::CpuOnly => (og + oc, g + c),
+        SlotRule::Bounded => (g + c, og + oc),
+        SlotRule::CpuOnly => (og + oc, g + c),
     };
     Total {
         rule: opts.rule.name(),

@@ -18,7 +18,7 @@
 
 use std::str::FromStr;
 
-use super::slurm::{Amounts, Res};
+use super::slurm_text::{Amounts, Res};
 
 /// A job's size: CPUs, memory (MiB) and GPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -44,30 +44,30 @@ impl Shape {
 
 /// The slot rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rule {
+pub enum SlotRule {
     /// Every TRES of the limit bounds both kinds of job together.
     Bounded,
     /// The plain CPU-count rule, for comparison.
     CpuOnly,
 }
 
-impl FromStr for Rule {
+impl FromStr for SlotRule {
     type Err = String;
-    fn from_str(s: &str) -> Result<Rule, String> {
+    fn from_str(s: &str) -> Result<SlotRule, String> {
         match s {
-            "bounded" => Ok(Rule::Bounded),
-            "cpu-only" => Ok(Rule::CpuOnly),
+            "bounded" => Ok(SlotRule::Bounded),
+            "cpu-only" => Ok(SlotRule::CpuOnly),
             _ => Err(format!("'{s}': the rule is bounded or cpu-only")),
         }
     }
 }
 
-impl Rule {
+impl SlotRule {
     /// Its name as written on the command line and in records.
     pub fn name(self) -> &'static str {
         match self {
-            Rule::Bounded => "bounded",
-            Rule::CpuOnly => "cpu-only",
+            SlotRule::Bounded => "bounded",
+            SlotRule::CpuOnly => "cpu-only",
         }
     }
 }
@@ -113,13 +113,18 @@ pub fn capacity(limits: &Amounts, headroom: f64) -> Amounts {
 }
 
 /// The slots a capacity gives the two job shapes under a rule.
-pub fn slots(rule: Rule, cap: &Amounts, gpu_job: Option<&Shape>, cpu_job: Option<&Shape>) -> Slots {
+pub fn slots(
+    rule: SlotRule,
+    cap: &Amounts,
+    gpu_job: Option<&Shape>,
+    cpu_job: Option<&Shape>,
+) -> Slots {
     let mut out = Slots::default();
     let mut rest = *cap;
     if let Some(g) = gpu_job.filter(|g| g.gpus > 0.0) {
         let bound: &[Res] = match rule {
-            Rule::Bounded => &Res::ALL,
-            Rule::CpuOnly => &[Res::Gpu],
+            SlotRule::Bounded => &Res::ALL,
+            SlotRule::CpuOnly => &[Res::Gpu],
         };
         let (n, by) = match cap.gpus {
             Some(_) => fit(cap, g, bound),
@@ -127,7 +132,7 @@ pub fn slots(rule: Rule, cap: &Amounts, gpu_job: Option<&Shape>, cpu_job: Option
         };
         out.gpu = n;
         out.binding = by;
-        if rule == Rule::Bounded {
+        if rule == SlotRule::Bounded {
             let taken = n.unwrap_or(0) as f64;
             for r in Res::ALL {
                 rest.set(r, cap.get(r).map(|c| c - taken * g.get(r)));
@@ -136,8 +141,8 @@ pub fn slots(rule: Rule, cap: &Amounts, gpu_job: Option<&Shape>, cpu_job: Option
     }
     if let Some(c) = cpu_job {
         let bound: &[Res] = match rule {
-            Rule::Bounded => &[Res::Cpu, Res::Mem],
-            Rule::CpuOnly => &[Res::Cpu],
+            SlotRule::Bounded => &[Res::Cpu, Res::Mem],
+            SlotRule::CpuOnly => &[Res::Cpu],
         };
         let (n, by) = fit(&rest, c, bound);
         out.cpu = n;
@@ -187,7 +192,7 @@ mod tests {
         gpus: 0.0,
     };
 
-    fn per_account(rule: Rule) -> Vec<Slots> {
+    fn per_account(rule: SlotRule) -> Vec<Slots> {
         worked_example()
             .iter()
             .map(|l| slots(rule, &capacity(l, 0.85), Some(&GPU_JOB), Some(&CPU_JOB)))
@@ -196,7 +201,7 @@ mod tests {
 
     #[test]
     fn the_cpu_only_rule_gives_24_in_the_worked_example() {
-        let s = per_account(Rule::CpuOnly);
+        let s = per_account(SlotRule::CpuOnly);
         assert_eq!((s[0].gpu, s[0].cpu), (Some(3), Some(11)));
         assert_eq!((s[1].gpu, s[1].cpu), (Some(2), Some(8)));
         let total: u64 = s.iter().map(|s| s.gpu.unwrap() + s.cpu.unwrap()).sum();
@@ -205,7 +210,7 @@ mod tests {
 
     #[test]
     fn the_bounded_rule_gives_fewer_and_names_memory() {
-        let s = per_account(Rule::Bounded);
+        let s = per_account(SlotRule::Bounded);
         // 3 GPU jobs take 540G of 812G: 272G / 48G = 5 CPU jobs, while the
         // CPUs would allow (88.4 - 24) / 8 = 8.
         assert_eq!(
@@ -231,7 +236,7 @@ mod tests {
             },
             0.85,
         );
-        for rule in [Rule::Bounded, Rule::CpuOnly] {
+        for rule in [SlotRule::Bounded, SlotRule::CpuOnly] {
             let s = slots(rule, &cap, Some(&GPU_JOB), Some(&CPU_JOB));
             assert_eq!(s.gpu, Some(0), "{rule:?}");
             assert_eq!(s.cpu, Some(8), "{rule:?}: 68 CPUs / 8");
@@ -248,7 +253,7 @@ mod tests {
             },
             0.85,
         );
-        let s = slots(Rule::Bounded, &cap, Some(&GPU_JOB), None);
+        let s = slots(SlotRule::Bounded, &cap, Some(&GPU_JOB), None);
         assert_eq!((s.gpu, s.binding), (Some(2), Some(Res::Mem)));
         assert_eq!(s.cpu, None);
     }
@@ -262,7 +267,7 @@ mod tests {
             gpus: None,
         };
         let s = slots(
-            Rule::Bounded,
+            SlotRule::Bounded,
             &left(&cap, &used),
             Some(&GPU_JOB),
             Some(&CPU_JOB),
@@ -275,9 +280,9 @@ mod tests {
 
     #[test]
     fn a_shape_no_limit_bounds_is_unbounded() {
-        let s = slots(Rule::Bounded, &Amounts::default(), None, Some(&CPU_JOB));
+        let s = slots(SlotRule::Bounded, &Amounts::default(), None, Some(&CPU_JOB));
         assert_eq!((s.cpu, s.binding), (None, None));
-        assert_eq!("cpu-only".parse::<Rule>(), Ok(Rule::CpuOnly));
-        assert!("fast".parse::<Rule>().is_err());
+        assert_eq!("cpu-only".parse::<SlotRule>(), Ok(SlotRule::CpuOnly));
+        assert!("fast".parse::<SlotRule>().is_err());
     }
 }

@@ -1,10 +1,41 @@
 //! A generator of realistic sacct `--parsable2` text for benchmarks and
 //! reliability tests: job lines with `.batch`, `.extern` and numbered steps,
-//! array tasks, every common state, old and new memory forms.
+//! array tasks, every common state, old and new memory forms. hpc-ingest's
+//! tests, its `gen_sacct` example and the benchmarks (bench/ingest-bench.sh,
+//! bench/report-bench.sh) use it; it is no part of any tool.
 
 use std::io::Write;
 
-use crate::sacct::SACCT_FIELDS;
+/// The columns written, in order: hpc-ingest's `SACCT_FIELDS` (its tests
+/// check that the two stay the same).
+pub const SACCT_FIELDS: &[&str] = &[
+    "Cluster",
+    "JobID",
+    "JobIDRaw",
+    "User",
+    "Group",
+    "Account",
+    "Partition",
+    "JobName",
+    "State",
+    "ExitCode",
+    "Submit",
+    "Start",
+    "End",
+    "Elapsed",
+    "ElapsedRaw",
+    "Timelimit",
+    "AllocCPUS",
+    "AllocTRES",
+    "NNodes",
+    "NTasks",
+    "NodeList",
+    "ReqMem",
+    "MaxRSS",
+    "TotalCPU",
+    "TRESUsageInMax",
+    "TRESUsageInAve",
+];
 
 /// A small deterministic pseudo-random generator (xorshift64*).
 #[derive(Debug, Clone)]
