@@ -11,7 +11,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
-TRACES=${TRACES:-/work/shared/traces}
+TRACES=${TRACES:-$(cd .. && pwd)/shared/traces}
 TGT=${CARGO_TARGET_DIR:-target}
 cargo build --release -q -p hpc-model --example gen_trace
 cargo build --release -q -p hpc-model

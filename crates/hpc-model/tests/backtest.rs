@@ -7,18 +7,14 @@ use hpc_core::advice::Backtest;
 use hpc_testkit::Tool;
 
 mod common;
-use common::{find, records, TRACES};
+use common::{find, records, trace};
 
 const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 /// The MGnify replay, grouped by lineage, scored on jobs whose group has at
-/// least 5 earlier jobs; `None` where the shared traces are absent.
-fn mgnify() -> Option<Vec<Backtest>> {
-    let csv = format!("{TRACES}/mgnify_metaspades_3.15.3_jobs.csv");
-    let tsv = format!("{TRACES}/mgnify_memory_heuristics.tsv");
-    if !Path::new(&csv).exists() {
-        eprintln!("skipped: {csv} not here");
-        return None;
-    }
+/// least 5 earlier jobs.
+fn mgnify() -> Vec<Backtest> {
+    let csv = trace("mgnify_metaspades_3.15.3_jobs.csv");
+    let tsv = trace("mgnify_memory_heuristics.tsv");
     let (code, out, err) = TOOL.cli(
         &[
             "backtest",
@@ -34,12 +30,12 @@ fn mgnify() -> Option<Vec<Backtest>> {
         "",
     );
     assert_eq!(code, 0, "{err}");
-    Some(records(&out))
+    records(&out)
 }
 
 #[test]
 fn mgnify_under_share_is_calibrated_at_every_risk() {
-    let Some(recs) = mgnify() else { return };
+    let recs = mgnify();
     let ours = find(&recs, "ours", Some(0.01));
     assert!(ours.jobs > 8000, "{ours:?}");
     assert!(ours.under_share <= 0.02, "1 %: {ours:?}");
@@ -57,7 +53,7 @@ fn mgnify_under_share_is_calibrated_at_every_risk() {
 
 #[test]
 fn mgnify_ours_at_5_percent_wastes_less_than_p95x12() {
-    let Some(recs) = mgnify() else { return };
+    let recs = mgnify();
     let p95 = find(&recs, "p95x1.2", None);
     let ours = find(&recs, "ours", Some(0.05));
     assert!(
@@ -73,7 +69,7 @@ fn mgnify_ours_at_5_percent_wastes_less_than_p95x12() {
 /// memory-time and wastes 82.0M GB-h, against 3.45 %, 1.508x and 82.8M.
 #[test]
 fn mgnify_ours_dominates_p95x12_at_equal_or_lower_under_share() {
-    let Some(recs) = mgnify() else { return };
+    let recs = mgnify();
     let p95 = find(&recs, "p95x1.2", None);
     let wins = recs.iter().filter(|b| b.policy == "ours").any(|b| {
         b.under_share <= p95.under_share

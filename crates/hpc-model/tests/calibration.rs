@@ -10,7 +10,7 @@ use hpc_core::advice::Backtest;
 use hpc_testkit::Tool;
 
 mod common;
-use common::{find, records, synth, TRACES};
+use common::{find, records, synth, trace};
 
 const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 fn replay(args: &[&str]) -> Vec<Backtest> {
@@ -50,24 +50,12 @@ fn assert_beats_max_at_5(name: &str, recs: &[Backtest]) {
     );
 }
 
-fn shared(file: &str) -> Option<String> {
-    let path = format!("{TRACES}/{file}");
-    if Path::new(&path).exists() {
-        Some(path)
-    } else {
-        eprintln!("skipped: {path} not here");
-        None
-    }
-}
-
 #[test]
 fn mgnify_is_calibrated_and_beats_max_at_5_percent() {
-    let (Some(csv), Some(tsv)) = (
-        shared("mgnify_metaspades_3.15.3_jobs.csv"),
-        shared("mgnify_memory_heuristics.tsv"),
-    ) else {
-        return;
-    };
+    let (csv, tsv) = (
+        trace("mgnify_metaspades_3.15.3_jobs.csv"),
+        trace("mgnify_memory_heuristics.tsv"),
+    );
     let recs = replay(&["--csv", &csv, "--mgnify", &tsv]);
     assert_calibrated("mgnify", &recs);
     assert_beats_max_at_5("mgnify", &recs);
@@ -75,9 +63,7 @@ fn mgnify_is_calibrated_and_beats_max_at_5_percent() {
 
 #[test]
 fn sap_builds_are_calibrated_and_beat_max_at_5_percent() {
-    let Some(csv) = shared("sap_build_memory.csv") else {
-        return;
-    };
+    let csv = trace("sap_build_memory.csv");
     let recs = replay(&[
         "--csv",
         &csv,

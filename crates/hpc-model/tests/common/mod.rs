@@ -5,8 +5,19 @@ use hpc_core::advice::Backtest;
 
 pub mod synth;
 
-/// Where the shared real traces live.
-pub const TRACES: &str = "/work/shared/traces";
+/// A file of the shared real traces: `HPC_TRACES`, else `../shared/traces`
+/// beside the clone (where CI and a developer have it). A test that needs
+/// them fails when they are absent instead of passing without running.
+pub fn trace(file: &str) -> String {
+    let beside = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+    let dir = std::env::var("HPC_TRACES").unwrap_or_else(|_| beside.to_string());
+    let path = format!("{dir}/{file}");
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "{path} is not here: the shared traces belong beside the clone (../shared/traces), or set HPC_TRACES"
+    );
+    path
+}
 
 /// The backtest records of an ndjson output.
 pub fn records(stdout: &str) -> Vec<Backtest> {
