@@ -4,9 +4,9 @@ use std::io::{self, BufRead};
 
 use crate::error::{Error, Result};
 
-/// One input line.
+/// One numbered line of one stream (`input::Line` adds the input's name).
 #[derive(Debug)]
-pub struct Line<'a> {
+pub struct NumberedLine<'a> {
     /// 1-based line number.
     pub number: u64,
     /// The text, without the line ending (`\n` or `\r\n`).
@@ -28,9 +28,9 @@ pub struct RawLine<'a> {
 
 impl<'a> RawLine<'a> {
     /// The line as text, or its number and why it is not valid UTF-8.
-    pub fn text(&self) -> std::result::Result<Line<'a>, (u64, String)> {
+    pub fn text(&self) -> std::result::Result<NumberedLine<'a>, (u64, String)> {
         match std::str::from_utf8(self.bytes) {
-            Ok(text) => Ok(Line {
+            Ok(text) => Ok(NumberedLine {
                 number: self.number,
                 text,
                 unterminated: self.unterminated,
@@ -65,7 +65,7 @@ pub struct LineReader<R> {
 
 /// What [`LineReader::next_line`] gives: a line, or the number of a bad
 /// line and why it is bad.
-pub type NextLine<'a> = std::result::Result<Line<'a>, (u64, String)>;
+pub type NextLine<'a> = std::result::Result<NumberedLine<'a>, (u64, String)>;
 
 /// What [`LineReader::next_raw`] gives: a line's bytes, or the number of a
 /// line longer than the limit and why it is bad.

@@ -778,15 +778,28 @@ fn finalize_writes_the_incoming_file_and_the_archive() {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&incoming).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    // The archive holds the merged samples.
+    // The archive holds the merged samples (no host), then each node's own
+    // (two nodes: hpc plot draws a line per node from them).
     let gz = Command::new("gzip")
         .arg("-dc")
         .arg(&series)
         .output()
         .unwrap();
     let text = String::from_utf8(gz.stdout).unwrap();
-    assert_eq!(text.lines().count(), 30);
     assert!(text.lines().all(|l| l.starts_with("{\"kind\":\"sample\"")));
+    let hosts: Vec<Option<String>> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["host"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(hosts.len(), 90);
+    assert!(hosts[..30].iter().all(Option::is_none), "{hosts:?}");
+    for h in ["n1", "n2"] {
+        assert_eq!(hosts.iter().filter(|x| x.as_deref() == Some(h)).count(), 30);
+    }
     // Twice gives the same files, and no temporary is left behind.
     let gz1 = std::fs::read(&series).unwrap();
     assert!(finalize().status.success());

@@ -16,9 +16,9 @@ use hpc_core::slurm::format_duration;
 use hpc_core::{IoContext, Result};
 
 use crate::draw::{self, short_value};
+use crate::job::title;
 use crate::panels::plan;
 use crate::report::{charts, draw_charts, rows_by_key, size, Row};
-use crate::spark::title;
 use crate::stream::Stream;
 
 /// `s` escaped for HTML text and attribute values.

@@ -16,6 +16,7 @@ pub mod backtest;
 pub mod draw;
 pub mod html;
 pub mod input;
+pub mod job;
 pub mod mail;
 pub mod panels;
 pub mod reduce;
@@ -236,12 +237,12 @@ pub fn main_with(args: Args) -> Result<()> {
                 &[Format::Png, Format::Svg, Format::Txt],
             )?;
             let (stream, rejects, lines) = read_stream(&a.inputs)?;
-            let opts = spark::JobOpts {
+            let opts = job::JobOpts {
                 job: a.job,
                 width: a.width,
                 format,
             };
-            write_output(&a.out, |w| spark::write_job(w, &stream, &opts))?;
+            write_output(&a.out, |w| job::write_job(w, &stream, &opts))?;
             (rejects, lines)
         }
         Cmd::Report(a) => {
