@@ -404,19 +404,19 @@ EOF
 }
 
 # node_lines: a NodeName line per node (its own port) with the hardware
-# slurmd -C reports; the memory is shared out between the nodes.
+# slurmd -C reports. Each node claims the whole machine (a job's limits are
+# its own cgroups; the tests' jobs are small).
 node_lines() {
     local hw key out="" node i=0
     hw=$(timeout 20 slurmd -C 2>/dev/null | head -n 1)
     for key in CPUs Boards SocketsPerBoard CoresPerSocket ThreadsPerCore RealMemory; do
         local v
         v=$(printf '%s\n' "$hw" | tr ' ' '\n' | sed -n "s/^$key=//p")
-        [ "$key" = RealMemory ] && [ -n "$v" ] && v=$((v / nodes))
         [ -n "$v" ] && out="$out $key=$v"
     done
     case $out in
         *CPUs=*RealMemory=*) ;;
-        *) out=" CPUs=$(nproc) RealMemory=$(awk -v n="$nodes" '/^MemTotal:/ { print int(($2 / 1024 - 256) / n) }' /proc/meminfo)" ;;
+        *) out=" CPUs=$(nproc) RealMemory=$(awk '/^MemTotal:/ { print int($2 / 1024) - 256 }' /proc/meminfo)" ;;
     esac
     while read -r node; do
         i=$((i + 1))
