@@ -14,6 +14,8 @@
 //!   job ids, states, TRES);
 //! - [`paths`]: default locations and private, atomic writes;
 //! - [`num`]: rounding of written values, sums of values that may be absent;
+//! - [`table`]: the terminal tables (aligned columns, one number form per
+//!   column, `_` between thousands, `-` for a missing value);
 //! - [`error`]: the error type, exit codes and [`run_main`].
 //!
 //! The SQLite history database is the separate crate `hpc-db`, so that the
@@ -31,5 +33,6 @@ pub mod num;
 pub mod paths;
 pub mod record;
 pub mod slurm;
+pub mod table;
 
 pub use error::{run_main, Error, Exit, IoContext, Result};

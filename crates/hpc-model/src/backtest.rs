@@ -12,6 +12,7 @@ use hpc_core::advice::Backtest;
 use hpc_core::input::Input;
 use hpc_core::ndjson::Rejects;
 use hpc_core::record::write_tagged;
+use hpc_core::table::{Column, Form, Table};
 use hpc_core::{Error, Result};
 
 use crate::calib::{Calibrated, Rounding, Seen};
@@ -274,44 +275,37 @@ pub fn write_text(out: &mut impl Write, recs: &[Backtest]) -> Result<()> {
     } else {
         "gbh"
     };
-    writeln!(
-        out,
-        "{:<8} {:>5} {:>6} {:>5} {:>7} {:>6} {:>7} {:>11} {:>11} {:>11} {:>6} {:>7}",
-        "policy",
-        "risk%",
-        "jobs",
-        "cold",
-        "under%",
-        "warm%",
-        "memtime",
-        format!("over_{unit}"),
-        format!("under_{unit}"),
-        format!("waste_{unit}"),
-        "maq",
-        "retries"
-    )?;
+    let mut table = Table::new(vec![
+        Column::new("policy", Form::Text),
+        Column::new("risk%", Form::Percent(1)),
+        Column::new("jobs", Form::Int),
+        Column::new("cold", Form::Int),
+        Column::new("under%", Form::Percent(2)),
+        Column::new("warm%", Form::Percent(2)),
+        Column::new("memtime", Form::Fixed(3)),
+        Column::new(format!("over_{unit}"), Form::Fixed(1)),
+        Column::new(format!("under_{unit}"), Form::Fixed(1)),
+        Column::new(format!("waste_{unit}"), Form::Fixed(1)),
+        Column::new("maq", Form::Fixed(3)),
+        Column::new("retries", Form::Fixed(3)),
+    ]);
     for b in recs {
-        let risk = b.risk.map_or("-".into(), |r| format!("{}", r * 100.0));
-        let ratio = b
-            .memtime_ratio
-            .map_or_else(|| "-".into(), |m| format!("{m:.3}"));
-        writeln!(
-            out,
-            "{:<8} {:>5} {:>6} {:>5} {:>7.2} {:>6.2} {:>7} {:>11.1} {:>11.1} {:>11.1} {:>6.3} {:>7.3}",
-            b.policy,
-            risk,
-            b.jobs,
-            b.cold,
-            b.under_share * 100.0,
-            b.warm_under_share * 100.0,
-            ratio,
-            b.over_gbh,
-            b.under_gbh,
-            b.wastage_gbh,
-            b.maq,
-            b.retries_per_job
-        )?;
+        table.row(vec![
+            b.policy.as_str().into(),
+            b.risk.into(),
+            b.jobs.into(),
+            b.cold.into(),
+            b.under_share.into(),
+            b.warm_under_share.into(),
+            b.memtime_ratio.into(),
+            b.over_gbh.into(),
+            b.under_gbh.into(),
+            b.wastage_gbh.into(),
+            b.maq.into(),
+            b.retries_per_job.into(),
+        ]);
     }
+    table.write(out)?;
     writeln!(
         out,
         "\ncalibration: stated risk vs observed under-share of warm jobs (level reached)"

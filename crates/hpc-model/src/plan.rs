@@ -339,8 +339,7 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
     let shown = hpc_core::paths::shown(path);
     let d = Directives::read(&text)
         .map_err(|e| Error::Other(format!("{shown}: line {}: {}", e.line, e.reason)))?
-        .with_cli(&args.sbatch)
-        .map_err(|e| Error::Usage(format!("the sbatch options: {e}")))?;
+        .with_cli(&args.sbatch)?;
     let table = ToolTable::builtin();
     let mut analysis = crate::analyze::analyze_bytes(path, bytes.clone(), &table)?;
     analysis.request = d.request();

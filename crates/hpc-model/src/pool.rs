@@ -162,8 +162,15 @@ pub struct Opts {
     pub format: Format,
 }
 
-/// Parses a job shape `cpus=8,mem=180G,gpus=1` (memory without a unit is MiB).
-pub fn parse_shape(s: &str, gpus_needed: bool) -> std::result::Result<Shape, String> {
+/// Parses the job shape given to `flag` (`--gpu-job cpus=8,mem=180G,gpus=1`;
+/// memory without a unit is MiB). A bad shape is a usage error that names
+/// the flag.
+pub fn parse_shape(flag: &str, s: &str, gpus_needed: bool) -> Result<Shape> {
+    shape(s, gpus_needed).map_err(|e| Error::Usage(format!("{flag} {e}")))
+}
+
+/// The shape, or why `s` is not one.
+fn shape(s: &str, gpus_needed: bool) -> std::result::Result<Shape, String> {
     let mut shape = Shape::default();
     let (mut cpus, mut mem) = (false, false);
     for item in s.split(',').filter(|x| !x.is_empty()) {
@@ -244,12 +251,12 @@ impl Opts {
         let mut gpu_job = a
             .gpu_job
             .as_deref()
-            .map(|s| parse_shape(s, true).map_err(|e| usage(format!("--gpu-job {e}"))))
+            .map(|s| parse_shape("--gpu-job", s, true))
             .transpose()?;
         let mut cpu_job = a
             .cpu_job
             .as_deref()
-            .map(|s| parse_shape(s, false).map_err(|e| usage(format!("--cpu-job {e}"))))
+            .map(|s| parse_shape("--cpu-job", s, false))
             .transpose()?;
         let mut time_s = a
             .time

@@ -177,10 +177,12 @@ impl Directives {
     }
 
     /// Lays the sbatch options of the command line over the script's; what
-    /// they set is listed in [`Directives::from_cli`].
-    pub fn with_cli(mut self, args: &[String]) -> Result<Directives, String> {
+    /// they set is listed in [`Directives::from_cli`]. A bad option is a
+    /// usage error (`the sbatch options: --mem 'x': ...`).
+    pub fn with_cli(mut self, args: &[String]) -> hpc_core::Result<Directives> {
         let mut cli = Raw::default();
-        apply_words(&mut cli, args)?;
+        apply_words(&mut cli, args)
+            .map_err(|e| hpc_core::Error::Usage(format!("the sbatch options: {e}")))?;
         let gpus = cli.gpus.is_some()
             || cli.gpus_per_node.is_some()
             || cli.gpus_per_task.is_some()

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::path::Path;
 
 use hpc_core::num::round6;
+use hpc_core::table::{self, Column, Form, Table};
 use hpc_core::{Error, IoContext, Result};
 use hpc_db::{GroupKey, JobFilter, Store};
 use serde_json::{Map, Value};
@@ -305,42 +306,51 @@ fn fmt_num(col: &str, v: Option<f64>) -> String {
     }
 }
 
-/// A number in at most `width` characters for the terminal table: one
-/// decimal while it fits, then whole numbers, then k, M, G units.
-fn compact(col: &str, v: Option<f64>, width: usize) -> String {
-    let plain = fmt_num(col, v);
-    let Some(v) = v else { return plain };
-    if plain.len() <= width {
-        return plain;
-    }
-    let whole = format!("{v:.0}");
-    if whole.len() <= width {
-        return whole;
-    }
-    for (div, unit) in [(1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T")] {
-        for places in [1, 0] {
-            let t = format!("{:.places$}{unit}", v / div);
-            if t.len() <= width {
-                return t;
+/// The widest key of the terminal table; longer keys are cut with a `~`.
+const KEY_WIDTH: usize = 14;
+
+/// The heads of the terminal table (short, for 80 columns), after the key.
+const TABLE_HEADS: [&str; 10] = [
+    "jobs", "cpu_h", "cpu%", "cpu_w", "mem_gbh", "mem%", "mem_w", "gpu_h", "gpu%", "gpu_w",
+];
+
+/// The key's width and the forms of the terminal table's columns: jobs
+/// whole, the others with one decimal while the table fits 80 columns; past
+/// that, the column that gains most goes to whole numbers, then the next
+/// (each column keeps one form: never `5462.4` beside `549449`), and last
+/// the key column is narrowed, to no fewer than 8 characters.
+fn table_layout(key: &str, cells: &[(String, [Option<f64>; 10])]) -> (usize, [Form; 10]) {
+    let mut key_width = cells
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .fold(key.len(), usize::max)
+        .min(KEY_WIDTH);
+    let width = |i: usize, form: Form| {
+        cells
+            .iter()
+            .filter_map(|(_, v)| v[i])
+            .map(|v| form.format(v).len())
+            .fold(TABLE_HEADS[i].len(), usize::max)
+    };
+    let mut forms = [Form::Fixed(1); 10];
+    forms[0] = Form::Int;
+    let mut used = key_width + (0..10).map(|i| 1 + width(i, forms[i])).sum::<usize>();
+    while used > 80 {
+        let best = (1..10)
+            .filter(|&i| forms[i] != Form::Int)
+            .map(|i| (width(i, forms[i]) - width(i, Form::Int), i))
+            .max();
+        match best {
+            Some((gain, i)) if gain > 0 => {
+                forms[i] = Form::Int;
+                used -= gain;
             }
+            _ => break,
         }
     }
-    format!("{v:.0e}")
-}
-
-/// Makes a key safe for a terminal: control characters become `?`, and long
-/// keys are cut to `width` with an ellipsis.
-fn show_key(k: &str, width: usize) -> String {
-    let clean: String = k
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    if clean.chars().count() <= width {
-        return clean;
-    }
-    let mut cut: String = clean.chars().take(width.saturating_sub(1)).collect();
-    cut.push('~');
-    cut
+    let floor = key.len().max(8).min(key_width);
+    key_width -= used.saturating_sub(80).min(key_width - floor);
+    (key_width, forms)
 }
 
 fn md_escape(k: &str) -> String {
@@ -363,36 +373,30 @@ pub fn write(out: &mut dyn Write, by: By, rows: &[Row], format: Format) -> Resul
     let key = by.name();
     match format {
         Format::Table => {
-            // key (14) + 10 columns: fits 80 columns.
-            let widths = [6usize, 8, 5, 7, 8, 5, 7, 7, 5, 7];
-            let heads = [
-                "jobs", "cpu_h", "cpu%", "cpu_w", "mem_gbh", "mem%", "mem_w", "gpu_h", "gpu%",
-                "gpu_w",
-            ];
-            write!(out, "{:<14}", key)?;
-            for (h, w) in heads.iter().zip(widths) {
-                write!(out, " {h:>w$}", w = w - 1)?;
-            }
-            writeln!(out)?;
             let mut total = Row {
                 key: "TOTAL".into(),
                 sums: Partial::default(),
             };
+            let mut cells: Vec<(String, [Option<f64>; 10])> = Vec::with_capacity(rows.len() + 1);
             for r in rows {
                 total.sums.add_scaled(&r.sums, 1.0);
-                write!(out, "{:<14}", show_key(&r.key, 14))?;
-                for ((c, v), w) in COLUMNS.iter().zip(values(r)).zip(widths) {
-                    write!(out, " {:>w$}", compact(c, v, w - 1), w = w - 1)?;
-                }
-                writeln!(out)?;
+                cells.push((r.key.clone(), values(r)));
             }
             if by != By::Node && rows.len() > 1 {
-                write!(out, "{:<14}", "TOTAL")?;
-                for ((c, v), w) in COLUMNS.iter().zip(values(&total)).zip(widths) {
-                    write!(out, " {:>w$}", compact(c, v, w - 1), w = w - 1)?;
-                }
-                writeln!(out)?;
+                cells.push((total.key.clone(), values(&total)));
             }
+            let (key_width, forms) = table_layout(key, &cells);
+            let mut columns = vec![Column::new(key, Form::Text).max_width(key_width)];
+            for (head, form) in TABLE_HEADS.iter().zip(forms) {
+                columns.push(Column::new(*head, form));
+            }
+            let mut t = Table::new(columns).gap(1);
+            for (k, v) in cells {
+                let mut row: Vec<table::Cell> = vec![k.into()];
+                row.extend(v.into_iter().map(table::Cell::from));
+                t.row(row);
+            }
+            t.write(out)?;
         }
         Format::Md => {
             writeln!(out, "| {key} | {} |", COLUMNS.join(" | "))?;
@@ -479,42 +483,40 @@ pub fn write_table(
     };
     match format {
         Format::Table => {
-            let mut widths: Vec<usize> = cols.iter().map(|c| c.len()).collect();
-            for r in rows {
-                for (w, c) in widths.iter_mut().zip(r) {
-                    *w = (*w).max(text(c).chars().count());
-                }
-            }
-            let n = widths.len();
-            for w in widths.iter_mut().take(n.saturating_sub(1)) {
-                *w = (*w).min(24);
-            }
-            let used: usize = widths.iter().take(n.saturating_sub(1)).map(|w| w + 1).sum();
-            if let Some(last) = widths.last_mut() {
-                *last = (*last).min(80usize.saturating_sub(used).max(8));
-            }
-            let line = |cells: Vec<String>, out: &mut dyn Write| -> Result<()> {
-                let mut parts = Vec::new();
-                for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
-                    let c = show_key(c, *w);
-                    if i + 1 == n {
-                        parts.push(c);
-                    } else if rows
-                        .first()
-                        .is_some_and(|r| matches!(r.get(i), Some(Cell::Num(..))))
-                    {
-                        parts.push(format!("{c:>w$}"));
+            // A column's form is that of its numbers (their places), else text.
+            let columns = cols
+                .iter()
+                .enumerate()
+                .map(|(i, head)| {
+                    let places = rows.iter().find_map(|r| match r.get(i) {
+                        Some(Cell::Num(_, p)) => Some(*p),
+                        _ => None,
+                    });
+                    let form = match places {
+                        None => Form::Text,
+                        Some(0) => Form::Int,
+                        Some(p) => Form::Fixed(p),
+                    };
+                    let col = Column::new(*head, form);
+                    if i + 1 < cols.len() {
+                        col.max_width(24)
                     } else {
-                        parts.push(format!("{c:<w$}"));
+                        col
                     }
-                }
-                writeln!(out, "{}", parts.join(" ").trim_end())?;
-                Ok(())
-            };
-            line(cols.iter().map(|c| c.to_string()).collect(), out)?;
+                })
+                .collect();
+            let mut t = Table::new(columns).gap(1).fit(80);
             for r in rows {
-                line(r.iter().map(text).collect(), out)?;
+                t.row(
+                    r.iter()
+                        .map(|c| match c {
+                            Cell::Text(t) => table::Cell::Text(t.clone()),
+                            Cell::Num(v, _) => (*v).into(),
+                        })
+                        .collect(),
+                );
             }
+            t.write(out)?;
         }
         Format::Md => {
             writeln!(out, "| {} |", cols.join(" | "))?;
@@ -644,5 +646,27 @@ mod tests {
         let mut out = Vec::new();
         write(&mut out, By::User, &rows, Format::Md).unwrap();
         assert!(String::from_utf8(out).unwrap().contains("| a\\|b |"));
+    }
+
+    // Issue 23: one number form per column, `_` between thousands.
+    #[test]
+    fn table_columns_keep_one_form() {
+        let rows = finish(
+            By::User,
+            vec![raw("a", "", 1.0, 5462.4), raw("b", "", 2.0, 549_449_000.0)],
+            &Groups::new(),
+        )
+        .unwrap()
+        .0;
+        let mut out = Vec::new();
+        write(&mut out, By::User, &rows, Format::Table).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let cpu_h = |key: &str| {
+            let line = text.lines().find(|l| l.starts_with(key)).unwrap();
+            line.split_whitespace().nth(2).unwrap().to_owned()
+        };
+        assert_eq!(cpu_h("a "), "5_462.4", "{text}");
+        assert_eq!(cpu_h("b "), "549_449_000.0", "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
     }
 }

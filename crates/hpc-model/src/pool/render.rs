@@ -7,6 +7,7 @@ use std::io::Write;
 
 use hpc_core::record::tag_into;
 use hpc_core::slurm::{format_duration, format_mem};
+use hpc_core::table::{Cell, Column, Form, Table};
 use hpc_core::Result;
 use serde::Serialize;
 
@@ -199,10 +200,10 @@ fn amounts(a: &Amounts) -> String {
 }
 
 /// A slot count: `-` when that job was not sized, `unlimited` when nothing bounds it.
-fn count(n: Option<u64>, asked: bool) -> String {
+fn count(n: Option<u64>, asked: bool) -> Cell {
     match (asked, n) {
-        (false, _) => "-".into(),
-        (true, Some(n)) => n.to_string(),
+        (false, _) => Cell::Missing,
+        (true, Some(n)) => n.into(),
         (true, None) => "unlimited".into(),
     }
 }
@@ -214,7 +215,7 @@ fn binding(row: &Row, s: &Slots) -> String {
             Some(l) => format!("{} ({})", r.name(), l.scope.describe()),
             None => format!("{} (no limit)", r.name()),
         },
-        None => "-".into(),
+        None => hpc_core::table::MISSING.into(),
     }
 }
 
@@ -226,44 +227,35 @@ pub fn text(
     out: &mut impl Write,
 ) -> Result<()> {
     let (g, c) = (opts.gpu_job.is_some(), opts.cpu_job.is_some());
-    let mut table = vec![[
-        "ACCOUNT",
-        "PARTITION",
-        "QOS",
-        "LIMITS",
-        "USED",
-        "GPU",
-        "CPU",
-        "FREE_GPU",
-        "FREE_CPU",
-        "BINDING",
-    ]
-    .map(String::from)];
+    let text = |h: &str| Column::new(h, Form::Text);
+    let int = |h: &str| Column::new(h, Form::Int);
+    let mut table = Table::new(vec![
+        text("ACCOUNT"),
+        text("PARTITION"),
+        text("QOS"),
+        text("LIMITS"),
+        text("USED"),
+        int("GPU"),
+        int("CPU"),
+        int("FREE_GPU"),
+        int("FREE_CPU"),
+        text("BINDING"),
+    ]);
     for row in &plan.rows {
-        table.push([
-            row.pool.account.clone(),
-            row.pool.partition.clone().unwrap_or_else(|| "-".into()),
-            row.pool.qos.clone(),
-            amounts(&row.limits),
-            amounts(&row.used),
+        table.row(vec![
+            row.pool.account.as_str().into(),
+            row.pool.partition.as_deref().into(),
+            row.pool.qos.as_str().into(),
+            amounts(&row.limits).into(),
+            amounts(&row.used).into(),
             count(row.slots.gpu, g),
             count(row.slots.cpu, c),
             count(row.free.gpu, g),
             count(row.free.cpu, c),
-            binding(row, &row.slots),
+            binding(row, &row.slots).into(),
         ]);
     }
-    let widths: Vec<usize> = (0..10)
-        .map(|i| table.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    for r in &table {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        writeln!(out, "{}", cells.join("  ").trim_end())?;
-    }
+    table.write(out)?;
     let t = total(opts, plan);
     writeln!(
         out,
