@@ -152,7 +152,7 @@ for j in spread oom churn; do
     out=$(hpc submit --no-recommend "$j.sbatch" -o "$work/$j-%j.out" 2>"$j.err")
     id[$j]=$(submitted_id "$out")
     [ -n "${id[$j]}" ] && jobs+=("${id[$j]}")
-    check "hpc submit $j.sbatch (3 nodes) submits (job ${id[$j]:-none})" [ -n "${id[$j]}" ]
+    check "hpc submit $j.sbatch submits (job ${id[$j]:-none})" [ -n "${id[$j]}" ]
 done
 wait_gone 150 "${id[@]}"
 check "the 3-node jobs ended" [ -z "$(squeue -h -o %i 2>/dev/null)" ]
