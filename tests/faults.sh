@@ -85,6 +85,58 @@ check "harvest: good sacct -> watermark moved" \
 check "harvest: the job is stored with its UTC times" \
     grep -q '"start":"2026-01-01T10:01:00Z"' <(hpc-store --db "$work/harvest-good/h.db" dump)
 
+# ------------------------------------------------- hpc-harvest's sweep
+# Node files left by jobs whose Epilog never ran: finalized once sacct says
+# the job ended (51), left while it runs (52) or while sacct does not know it
+# (53) or fails (56: its job ids are 56 in the fake); a job finalized once
+# whose node files are newer than its archive (a requeued run, 54) is
+# finalized again; one whose archive is newer (55) only loses its node files.
+sw=$work/sweep
+mkdir -p "$sw/bin" "$sw/data/hpc-sizer" "$sw/spool/archive"
+cat >"$sw/bin/sacct" <<'EOF'
+#!/bin/sh
+job=""
+prev=""
+for a; do [ "$prev" = -j ] && job=$a; prev=$a; done
+case "$* $job" in
+    *"-o State"*" 51" | *"-o State"*" 54" | *"-o State"*" 55") echo COMPLETED ;;
+    *"-o State"*" 52") echo RUNNING ;;
+    *"-o State"*" 53") ;;
+    *"-o State"*" 56") exit 1 ;;
+    *) echo "JobID|JobIDRaw|State|Submit|Start|End|Elapsed|AllocCPUS|ReqMem|TotalCPU"
+       [ -z "$job" ] || echo "$job|$job|COMPLETED|1767261600|1767261660|1767265260|01:00:00|2|2G|01:00:00" ;;
+esac
+EOF
+chmod +x "$sw/bin/sacct"
+for j in 51 52 53 54 55 56; do
+    mkdir -p "$sw/spool/$j"
+    {
+        echo "{\"kind\":\"meta\",\"job_id\":\"$j\",\"host\":\"n1\",\"start\":1767261660,\"interval_s\":1,\"req_cpus\":2,\"req_mem_mb\":2048,\"nnodes\":1,\"probe_version\":\"t\"}"
+        for t in 1 2 3; do echo "{\"kind\":\"sample\",\"t\":$((1767261660 + t)),\"host\":\"n1\",\"job_id\":\"$j\",\"rss_mb\":$((100 * t))}"; done
+    } >"$sw/spool/$j/n1.ndjson"
+    touch -d '2 hours ago' "$sw/spool/$j/n1.ndjson" "$sw/spool/$j"
+done
+for j in 54 55; do echo '{"kind":"sample","t":1,"job_id":"'$j'","rss_mb":1}' | gzip >"$sw/spool/archive/$j.series.ndjson.gz"; done
+touch -d '3 hours ago' "$sw/spool/archive/54.series.ndjson.gz"
+touch -d '1 hour ago' "$sw/spool/archive/55.series.ndjson.gz"
+XDG_DATA_HOME=$sw/data PATH="$sw/bin:$PATH" HPC_SIZER_SPOOL=$sw/spool HPC_SWEEP_AFTER=60 \
+    hpc-harvest --db "$sw/h.db" >"$sw/out" 2>&1
+echo $? >"$sw/rc"
+[ "$(cat "$sw/rc")" = 0 ] || sed 's/^/# sweep: /' "$sw/out"
+check "sweep: harvest exits 0 ($(cat "$sw/rc"))" [ "$(cat "$sw/rc")" = 0 ]
+check "sweep: the ended job 51 is finalized, stored and its node files removed" \
+    test ! -d "$sw/spool/51" -a -s "$sw/spool/archive/51.series.ndjson.gz" -a -e "$sw/spool/incoming/done/51.ndjson"
+check "sweep: the running job 52, the job sacct does not know (53) and the one it fails on (56) keep their files" \
+    test -s "$sw/spool/52/n1.ndjson" -a -s "$sw/spool/53/n1.ndjson" -a -s "$sw/spool/56/n1.ndjson"
+check "sweep: ... and none of them is finalized" \
+    test ! -e "$sw/spool/archive/52.series.ndjson.gz" -a ! -e "$sw/spool/archive/53.series.ndjson.gz" -a ! -e "$sw/spool/archive/56.series.ndjson.gz"
+check "sweep: the requeued job 54 (node files newer than its archive) is finalized again" \
+    test "$(gzip -dc "$sw/spool/archive/54.series.ndjson.gz" | wc -l)" -ge 3 -a ! -d "$sw/spool/54"
+check "sweep: the finalized job 55 loses its node files and keeps its archive" \
+    test ! -d "$sw/spool/55" -a "$(gzip -dc "$sw/spool/archive/55.series.ndjson.gz" | wc -l)" = 1
+check "sweep: the store has jobs 51 and 54 with their summaries" \
+    test "$(hpc-store --db "$sw/h.db" dump --kind summary | grep -c -e '"job_id":"51"' -e '"job_id":"54"')" -ge 2
+
 # ------------------------------------------------- dump | flags | put, x20
 pipe_db=$work/pipe.db
 "$bin/examples/gen_sacct" 3000 100 5 2>/dev/null | hpc-ingest --db "$pipe_db" 2>/dev/null

@@ -5,11 +5,15 @@
 # pids file); the last node to stop finalizes the job, as its user, into the
 # user's spool folder (incoming/), where the single loader (loader.sh) picks
 # it up. A node whose Epilog never ran (it rebooted) leaves its files to
-# hpc-harvest, which finalizes them after a grace period. Never fails the
-# node. The tools must be on the PATH this script gets (/usr/local/bin).
+# hpc-harvest, which finalizes them after a grace period. The spool root
+# must be shared by the nodes (each node's Epilog sees the others' pids
+# files); on a spool local to each node, each node would finalize its own
+# file as the whole job. Never fails the node. The tools must be on the
+# PATH this script gets (/usr/local/bin).
 spool_root=${HPC_SIZER_SPOOL_ROOT:-/var/spool/hpc-sizer}
 PATH=${PATH:-/usr/local/bin:/usr/bin:/bin}
-[ -n "${SLURM_JOB_ID:-}" ] && [ -n "${SLURM_JOB_USER:-}" ] || exit 0
+[ -n "${SLURM_JOB_ID:-}" ] && [ -n "${SLURM_JOB_USER:-}" ] && [ -n "${SLURM_JOB_UID:-}" ] || exit 0
+SLURM_JOB_GID=${SLURM_JOB_GID:-$(id -g "$SLURM_JOB_USER")}
 spool="$spool_root/$SLURM_JOB_USER"
 dir="$spool/$SLURM_JOB_ID"
 [ -d "$dir" ] || exit 0
@@ -19,5 +23,6 @@ for p in "$dir"/.monitor.*.pids; do
     [ -e "$p" ] && exit 0
 done
 # The finalizer runs as the user, so that the files stay theirs (0600).
-su -s /bin/sh "$SLURM_JOB_USER" -c "PATH='$PATH' HPC_SIZER_SPOOL='$spool' hpc-finalize '$SLURM_JOB_ID'" >/dev/null 2>&1 || :
+HPC_SIZER_SPOOL=$spool setpriv --reuid="$SLURM_JOB_UID" --regid="$SLURM_JOB_GID" --clear-groups \
+    hpc-finalize "$SLURM_JOB_ID" >/dev/null 2>&1 || :
 exit 0

@@ -7,9 +7,10 @@
 //! what the job will use:
 //! - history: the mean of the logs of the group's last [`WINDOW`] values;
 //! - recent: the mean of the history centre and the exponentially weighted
-//!   mean of the logs, each new value weighing [`RECENT_WEIGHT`] in the
-//!   latter (a group whose jobs come in runs of similar size, or that
-//!   drifts, is followed within a few jobs, without forgetting its past);
+//!   mean of the logs, the j-th value weighing max([`RECENT_WEIGHT`], 1/j)
+//!   in the latter (a group whose jobs come in runs of similar size, or
+//!   that drifts, is followed within a few jobs, without forgetting its
+//!   past), once it has [`MIN_SCORES`] residuals in the group;
 //! - model: least squares of log(value) on log(input) over the group's jobs
 //!   with an input size, once there are [`MIN_FIT`] of them (the input is
 //!   clamped to the range fitted on, widened by a factor 2 each way, so the
@@ -292,7 +293,7 @@ impl Sizer {
         let scale = g.hist.scale(&self.hist)?;
         let mut best = (centre, scale, Predictor::History);
         if let (Some(c), Some(s)) = (g.blend(), g.ewma_resid.scale(&self.recent)) {
-            if s < best.1 {
+            if g.ewma_resid.k >= MIN_SCORES as f64 && s < best.1 {
                 best = (c, s, Predictor::Recent);
             }
         }
@@ -403,7 +404,11 @@ impl Sizer {
                 self.model.add(y - c);
             }
         }
-        g.ewma = Some(g.ewma.map_or(y, |e| e + RECENT_WEIGHT * (y - e)));
+        // The plain mean of the first 1 / RECENT_WEIGHT values, then the
+        // newest value weighs RECENT_WEIGHT (no start-up bias toward the
+        // first value).
+        let gain = RECENT_WEIGHT.max(1.0 / (g.n + 1) as f64);
+        g.ewma = Some(g.ewma.map_or(y, |e| e + gain * (y - e)));
         g.recent.push_back(y);
         g.sum += y;
         if g.recent.len() > WINDOW {
@@ -683,6 +688,25 @@ mod tests {
         let g = &c.sizer.groups["g"];
         assert!(g.centre().unwrap().exp() < 1500.0);
         assert!(p.centre.exp() > 2200.0, "{p:?}");
+    }
+
+    #[test]
+    fn the_recent_mean_starts_as_the_plain_mean_not_at_the_first_value() {
+        let mut s = Sizer::default();
+        for v in [1024.0, 4096.0, 4096.0] {
+            s.observe(Seen {
+                group: "g",
+                input: None,
+                value: v,
+                censored: false,
+                weight: 1.0,
+                request: None,
+            });
+        }
+        let g = &s.groups["g"];
+        let (mean, ewma) = (g.centre().unwrap(), g.ewma.unwrap());
+        assert!((mean - ewma).abs() < 1e-12, "{mean} {ewma}");
+        assert!((g.blend().unwrap().exp() - 2580.3).abs() < 1.0);
     }
 
     #[test]

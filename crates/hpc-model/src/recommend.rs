@@ -246,7 +246,7 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
         let (at, said) = level_note(&level, &p);
         let by = match p.predictor {
             Predictor::History => String::new(),
-            Predictor::Recent => ", sized by the latest of them above all".into(),
+            Predictor::Recent => ", weighted toward the latest of them".into(),
             Predictor::Model => format!(
                 ", sized by their input size ({:.0} MiB here)",
                 an.input_mb.unwrap_or(0.0)

@@ -330,9 +330,10 @@ pub fn find_slurm_job_cgroup(sys_root: &Path, job: &str) -> Option<JobCgroup> {
 
 /// [`find_slurm_job_cgroup`] on the node `node` (SLURMD_NODENAME) of a
 /// host that runs several slurmd (`slurmd -N`, multiple-slurmd): its own
-/// folders come first, v2 `<node>_slurmstepd.scope` and v1
-/// `<controller>/slurm_<node>`, so that the probe of one node never takes
-/// another node's cgroup of the same job.
+/// folders are looked in first, v2 `<node>_slurmstepd.scope` and v1
+/// `<controller>/slurm_<node>`, then the others: a probe of one node takes
+/// another node's cgroup of the same job only when its own has none (a
+/// probe inside the job takes its own cgroup before this).
 pub fn find_slurm_job_cgroup_on(
     sys_root: &Path,
     job: &str,

@@ -190,13 +190,14 @@ pub fn put_spool(
         })
         .collect();
     names.sort();
+    let owner = spool_owner(dir);
     let mut total = PutReport::default();
     for path in names {
         let name = shown(&path);
         if already_moved(&path, dir)? {
             continue;
         }
-        let file = match open_spool_file(&path, opts.settle_s) {
+        let file = match open_spool_file(&path, opts.settle_s, owner) {
             Ok(Some(f)) => f,
             Ok(None) => {
                 total.waiting += 1;
@@ -247,10 +248,26 @@ fn already_moved(path: &Path, dir: &Path) -> Result<bool> {
     Ok(false)
 }
 
-/// Opens one spool entry: a regular file of this user, not through a link.
-/// `Ok(None)` when its last line is still incomplete and it is younger than
-/// `settle_s`.
-fn open_spool_file(path: &Path, settle_s: u64) -> std::result::Result<Option<fs::File>, String> {
+/// Whose spool files a run loads: the loading user's own; for root (the
+/// admin's single loader, over each user's folder) those of the folder's
+/// owner, who wrote them through the Epilog or the harvest's sweep.
+fn spool_owner(dir: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    match fs::metadata(dir) {
+        Ok(m) if me == 0 => m.uid(),
+        _ => me,
+    }
+}
+
+/// Opens one spool entry: a regular file of `owner` (see [`spool_owner`]),
+/// not through a link. `Ok(None)` when its last line is still incomplete
+/// and it is younger than `settle_s`.
+fn open_spool_file(
+    path: &Path,
+    settle_s: u64,
+    owner: u32,
+) -> std::result::Result<Option<fs::File>, String> {
     use nix::fcntl::OFlag;
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -268,10 +285,9 @@ fn open_spool_file(path: &Path, settle_s: u64) -> std::result::Result<Option<fs:
     if !meta.is_file() {
         return Err("not a regular file".into());
     }
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != me {
+    if meta.uid() != owner {
         return Err(format!(
-            "owned by uid {}, not by the loading user ({me})",
+            "owned by uid {}, not by the loading user or the spool's owner ({owner})",
             meta.uid()
         ));
     }

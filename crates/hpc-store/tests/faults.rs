@@ -313,6 +313,40 @@ fn a_locked_database_leaves_spool_files_in_place() {
     assert_eq!(count_jobs(&db), 2);
 }
 
+// The admin's single loader runs as root over each user's folder: it loads
+// the files of the folder's owner (the Epilog wrote them as the job's user),
+// and still leaves alone a file of someone else in it.
+#[test]
+#[ignore = "needs root (chown to other users): tests/run.sh runs it with the ignored tests"]
+fn root_loads_the_files_of_the_spool_folders_owner() {
+    assert!(
+        is_root(),
+        "run as root: the loader's case needs other users' files"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spool = dir.path().join("alice");
+    fs::create_dir(&spool).unwrap();
+    let theirs = spool.join("42.ndjson");
+    fs::write(&theirs, some_jobs(3)).unwrap();
+    let stranger = spool.join("43.ndjson");
+    fs::write(&stranger, some_jobs(1)).unwrap();
+    for (uid, path) in [("65534", &spool), ("65534", &theirs), ("65533", &stranger)] {
+        assert!(Command::new("chown")
+            .arg(uid)
+            .arg(path)
+            .status()
+            .unwrap()
+            .success());
+    }
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("43.ndjson: owned by uid 65533"), "{err}");
+    assert!(spool.join("done/42.ndjson").exists(), "{err}");
+    assert_eq!(count_jobs(&db), 3, "{err}");
+}
+
 // Items 4, 11, 12: odd entries are reported (escaped) and left alone; the
 // good files still load; a second file of a loaded name does not replace it.
 #[test]
