@@ -136,6 +136,18 @@ check "sweep: the finalized job 55 loses its node files and keeps its archive" \
     test ! -d "$sw/spool/55" -a "$(gzip -dc "$sw/spool/archive/55.series.ndjson.gz" | wc -l)" = 1
 check "sweep: the store has jobs 51 and 54 with their summaries" \
     test "$(hpc-store --db "$sw/h.db" dump --kind summary | grep -c -e '"job_id":"51"' -e '"job_id":"54"')" -ge 2
+# --resubmit: the next run gets the same spools (a name with a space and a
+# quote), word for word, as /bin/sh reads sbatch's --wrap.
+odd="$sw/it's a spool"
+mkdir -p "$odd"
+# shellcheck disable=SC2016 # the fake expands them when it runs
+printf '#!/bin/sh\nfor a; do case $a in --wrap=*) printf %%s "${a#--wrap=}" >"%s/wrap" ;; esac; done\n' "$sw" >"$sw/bin/sbatch"
+chmod +x "$sw/bin/sbatch"
+XDG_DATA_HOME=$sw/data PATH="$sw/bin:$PATH" hpc-harvest --db "$sw/h.db" --spool "$odd" --resubmit 1day >/dev/null 2>&1
+# shellcheck disable=SC2016 # the inner shell prints the words it was given
+words=$(sh -c 'eval "set -- $1"; printf "%s\n" "$@"' sh "$(cat "$sw/wrap" 2>/dev/null)")
+check "resubmit: the wrapped command keeps --spool and its path, quoted ($(tr '\n' ' ' <<<"$words"))" \
+    grep -qxF -- "$odd" <<<"$words"
 
 # ------------------------------------------------- dump | flags | put, x20
 pipe_db=$work/pipe.db
