@@ -110,21 +110,23 @@ srun -N1 -n1 -c1 --mem=300M -w "\${n[1]}" python3 $work/work.py 150 1 0.25 8 &
 srun -N1 -n1 -c1 --mem=100M -w "\${n[2]}" sleep 8 &
 wait
 EOF
-# The batch step (on the first node) runs out; the other nodes hold 40 MB.
+# The batch step (on the first node) runs out, growing over 6 s (the probes
+# sample each second: a peak held for less than that may fall between two
+# samples); the other nodes hold 40 MB.
 cat >oom.sbatch <<EOF
 #!/bin/bash
 #SBATCH --job-name=mn-oom
 #SBATCH --nodes=3 --ntasks-per-node=1 --mem=200M --time=00:05:00
 mapfile -t n < <(scontrol show hostnames "\$SLURM_JOB_NODELIST")
-srun -N1 -n1 --mem=100M -w "\${n[1]}" python3 $work/work.py 40 0 0 6 &
-srun -N1 -n1 --mem=100M -w "\${n[2]}" python3 $work/work.py 40 0 0 6 &
+srun -N1 -n1 --mem=100M -w "\${n[1]}" python3 $work/work.py 40 0 0 10 &
+srun -N1 -n1 --mem=100M -w "\${n[2]}" python3 $work/work.py 40 0 0 10 &
 sleep 2
 python3 -c '
 import time
 held = []
 for _ in range(40):
-    held.append(b"\1" * (20 << 20))
-    time.sleep(0.1)
+    held.append(b"\1" * (10 << 20))
+    time.sleep(0.3)
 '
 wait
 EOF
