@@ -470,12 +470,15 @@ fn oom_killed_on_several_nodes_names_the_node_that_ran_out() {
     std::fs::write(&sums, format!("{per_node}\n{summary}")).unwrap();
     let jobs = dir.path().join("jobs.ndjson");
     std::fs::write(&jobs, job("\"state\":\"OUT_OF_MEMORY\",\"nnodes\":3")).unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hpc-flags"))
-        .arg("--summaries")
-        .arg(&sums)
-        .arg(&jobs)
-        .output()
-        .unwrap();
+    let with_summaries = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hpc-flags"))
+            .arg("--summaries")
+            .arg(&sums)
+            .arg(&jobs)
+            .output()
+            .unwrap()
+    };
+    let o = with_summaries();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(text.contains("on node b (peak 396 MiB"), "{text}");
@@ -485,12 +488,7 @@ fn oom_killed_on_several_nodes_names_the_node_that_ran_out() {
         format!("{summary}{{\"kind\":\"job\",\"job_id\":\"2\"}}\n"),
     )
     .unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_hpc-flags"))
-        .arg("--summaries")
-        .arg(&sums)
-        .arg(&jobs)
-        .output()
-        .unwrap();
+    let o = with_summaries();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
