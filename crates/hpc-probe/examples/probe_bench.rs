@@ -62,10 +62,11 @@ fn floor(pids: &[u32], samples: usize, pause: Duration) -> f64 {
     (cpu_self() - t0) / samples as f64
 }
 
-fn in_process(root: u32, samples: usize, pause: Duration) -> (f64, u32) {
+/// A sampler of this host's /proc and /sys watching `watch`.
+fn sampler(watch: Watch, detail_every: u64, job_id: Option<String>) -> Sampler {
     let cfg = Config {
         proc_root: PathBuf::from("/proc"),
-        watch: Watch::Pid(root),
+        watch,
         pss: false,
         perf: false,
         cpus: None,
@@ -73,13 +74,17 @@ fn in_process(root: u32, samples: usize, pause: Duration) -> (f64, u32) {
         page_size: 4096,
         self_pid: std::process::id(),
         host: Some("bench".into()),
-        detail_every: 1,
-        job_id: None,
+        detail_every,
+        job_id,
     };
-    let mut s = Sampler::new(
+    Sampler::new(
         cfg,
         NodeSources::discover("/proc".as_ref(), "/sys".as_ref()),
-    );
+    )
+}
+
+fn in_process(root: u32, samples: usize, pause: Duration) -> (f64, u32) {
+    let mut s = sampler(Watch::Pid(root), 1, None);
     let mut line = Vec::with_capacity(1024);
     let t = Instant::now();
     let first = s.sample(0.0, 0.0, None);
@@ -214,23 +219,7 @@ fn remove_cgroup(bc: BenchCgroup) {
 /// median of the detail samples, mean of all). Each sample reads the
 /// cgroup's counters and writes its JSON line to memory.
 fn measure(watch: Watch, every: u64, samples: usize) -> (f64, f64, f64, u32) {
-    let cfg = Config {
-        proc_root: PathBuf::from("/proc"),
-        watch,
-        pss: false,
-        perf: false,
-        cpus: None,
-        clk_tck: 100.0,
-        page_size: 4096,
-        self_pid: std::process::id(),
-        host: Some("bench".into()),
-        job_id: Some("1".into()),
-        detail_every: every,
-    };
-    let mut s = Sampler::new(
-        cfg,
-        NodeSources::discover("/proc".as_ref(), "/sys".as_ref()),
-    );
+    let mut s = sampler(watch, every, Some("1".into()));
     let mut line = Vec::with_capacity(1024);
     let t = Instant::now();
     let (mut fast, mut detail) = (Vec::new(), Vec::new());

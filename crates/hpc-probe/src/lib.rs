@@ -555,38 +555,39 @@ fn devices_list(watch: &Watch) -> Option<String> {
 /// The job's cgroup as the probe's own `/proc/self/cgroup` names it (the
 /// probe runs inside the job on this node); `None` outside the job.
 fn own_job_cgroup(proc_root: &Path, sys_root: &Path, job: &str) -> Option<cgroup::JobCgroup> {
-    let text = std::fs::read_to_string(proc_root.join("self/cgroup")).ok()?;
-    text.contains(&format!("/job_{job}/"))
-        .then(|| cgroup::job_cgroup_from_lines(sys_root, &text, job))
-        .flatten()
+    cgroup_of(&proc_root.join("self"), sys_root, job, &mut Vec::new())
 }
 
+/// The job's cgroup as the first process of the job found in `proc_root`
+/// names it.
 fn find_cgroup_via_proc(proc_root: &Path, sys_root: &Path, job: &str) -> Option<cgroup::JobCgroup> {
-    let needle = format!("/job_{job}");
-    let rd = std::fs::read_dir(proc_root).ok()?;
     let mut buf = Vec::new();
-    for e in rd.flatten() {
-        if !e
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        {
-            continue;
-        }
-        if !read_into(&e.path().join("cgroup"), &mut buf) {
-            continue;
-        }
-        let Ok(text) = std::str::from_utf8(&buf) else {
-            continue;
-        };
-        if !text.contains(&needle) {
-            continue;
-        }
-        if let Some(cg) = cgroup::job_cgroup_from_lines(sys_root, text, job) {
-            return Some(cg);
-        }
+    std::fs::read_dir(proc_root)
+        .ok()?
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .find_map(|e| cgroup_of(&e.path(), sys_root, job, &mut buf))
+}
+
+/// The job's cgroup named by the `cgroup` file of the process folder
+/// `pid_dir`, when the process is in the job.
+fn cgroup_of(
+    pid_dir: &Path,
+    sys_root: &Path,
+    job: &str,
+    buf: &mut Vec<u8>,
+) -> Option<cgroup::JobCgroup> {
+    if !read_into(&pid_dir.join("cgroup"), buf) {
+        return None;
     }
-    None
+    let text = std::str::from_utf8(buf).ok()?;
+    text.contains(&format!("/job_{job}"))
+        .then(|| cgroup::job_cgroup_from_lines(sys_root, text, job))
+        .flatten()
 }
 
 fn build_meta(

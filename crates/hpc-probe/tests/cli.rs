@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -438,34 +438,42 @@ fn pid_mode_ends_when_the_process_is_gone() {
     assert_eq!(samples(&recs).last().unwrap()["procs"], 0);
 }
 
-#[test]
-fn job_mode_on_a_fixture_cgroup_tree() {
-    let d = tempfile::tempdir().unwrap();
-    let root = d.path();
+/// A v2 tree under `root` with SLURM job 42 (`controllers` enabled, the
+/// named files of the fixture session's cgroup in the job's folder) and
+/// the fixture process 26231 in its task: the job's folder.
+fn v2_job_42(root: &Path, controllers: &str, files: &[&str]) -> PathBuf {
     let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/proc-sys");
-    let proc_root = root.join("proc/26231");
-    fs::create_dir_all(&proc_root).unwrap();
+    let proc_dir = root.join("proc/26231");
+    fs::create_dir_all(&proc_dir).unwrap();
     for f in ["stat", "status", "io"] {
-        fs::copy(fx.join("proc/26231").join(f), proc_root.join(f)).unwrap();
+        fs::copy(fx.join("proc/26231").join(f), proc_dir.join(f)).unwrap();
     }
     let job = root.join("sys/fs/cgroup/system.slice/slurmstepd.scope/job_42");
     let task = job.join("step_0/user/task_0");
     fs::create_dir_all(&task).unwrap();
-    fs::write(
-        root.join("sys/fs/cgroup/cgroup.controllers"),
-        "cpu memory\n",
-    )
-    .unwrap();
+    fs::write(root.join("sys/fs/cgroup/cgroup.controllers"), controllers).unwrap();
     let src = fx.join("cgroup-v2/sys/fs/cgroup/user.slice/user-1000.slice/session-520.scope");
-    for f in [
-        "cpu.stat",
-        "memory.current",
-        "memory.peak",
-        "memory.swap.current",
-    ] {
+    for f in files {
         fs::copy(src.join(f), job.join(f)).unwrap();
     }
     fs::write(task.join("cgroup.procs"), "26231\n").unwrap();
+    job
+}
+
+#[test]
+fn job_mode_on_a_fixture_cgroup_tree() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let job = v2_job_42(
+        root,
+        "cpu memory\n",
+        &[
+            "cpu.stat",
+            "memory.current",
+            "memory.peak",
+            "memory.swap.current",
+        ],
+    );
     let o = bin()
         .args([
             "--job",
@@ -529,30 +537,16 @@ fn job_probe_on_the_cgroup_path_ends_with_a_last_sample_when_a_file_disappears()
     // a cgroup file that disappears (the job ending) ends the probe with 0.
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/proc-sys");
-    let proc_dir = root.join("proc/26231");
-    fs::create_dir_all(&proc_dir).unwrap();
-    for f in ["stat", "status", "io"] {
-        fs::copy(fx.join("proc/26231").join(f), proc_dir.join(f)).unwrap();
-    }
-    let job = root.join("sys/fs/cgroup/system.slice/slurmstepd.scope/job_42");
-    let task = job.join("step_0/user/task_0");
-    fs::create_dir_all(&task).unwrap();
-    fs::write(
-        root.join("sys/fs/cgroup/cgroup.controllers"),
+    let job = v2_job_42(
+        root,
         "cpu io memory pids\n",
-    )
-    .unwrap();
-    let src = fx.join("cgroup-v2/sys/fs/cgroup/user.slice/user-1000.slice/session-520.scope");
-    for f in ["cpu.stat", "memory.stat", "memory.peak", "pids.current"] {
-        fs::copy(src.join(f), job.join(f)).unwrap();
-    }
+        &["cpu.stat", "memory.stat", "memory.peak", "pids.current"],
+    );
     fs::write(
         job.join("io.stat"),
         "8:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n",
     )
     .unwrap();
-    fs::write(task.join("cgroup.procs"), "26231\n").unwrap();
     let mut probe = bin()
         .args([
             "--job",
