@@ -457,8 +457,8 @@ pub fn store_flags(
     out: &mut dyn Write,
 ) -> hpc_db::Result<()> {
     use report::Cell;
-    if jobs {
-        let rows: Vec<Vec<Cell>> = store
+    let (cols, rows): (&[&str], Vec<Vec<Cell>>) = if jobs {
+        let rows = store
             .job_flags(filter)?
             .into_iter()
             .map(|f| {
@@ -472,16 +472,12 @@ pub fn store_flags(
                 ]
             })
             .collect();
-        let cols = ["job_id", "user", "flag", "value", "threshold", "reason"];
-        Ok(report::write_table(
-            out,
-            "flag_count",
-            &cols,
-            &rows,
-            format,
-        )?)
+        (
+            &["job_id", "user", "flag", "value", "threshold", "reason"],
+            rows,
+        )
     } else {
-        let rows: Vec<Vec<Cell>> = store
+        let rows = store
             .flag_counts(filter)?
             .into_iter()
             .map(|f| {
@@ -493,15 +489,9 @@ pub fn store_flags(
                 ]
             })
             .collect();
-        let cols = ["flag", "category", "jobs", "users"];
-        Ok(report::write_table(
-            out,
-            "flag_count",
-            &cols,
-            &rows,
-            format,
-        )?)
-    }
+        (&["flag", "category", "jobs", "users"], rows)
+    };
+    Ok(report::write_table(out, "flag_count", cols, &rows, format)?)
 }
 
 /// `history`: the distribution of peak memory, CPU efficiency and elapsed
