@@ -1,7 +1,8 @@
 # tests/slurm/common.sh: what the real-SLURM scripts share (sourced, not
 # run, after they set `here` and `root`): the harness and its slurm.conf,
-# the ok/not ok counting of tests/checks.sh, `show`, `json_is`, and for the scripts
-# that only need the cluster up and down (pool.sh, flow.sh) `cluster_up`,
+# the ok/not ok counting of tests/checks.sh, `show`, `json_is`, `wait_gone`,
+# `submitted_id`, and for the scripts that only need the cluster up and down
+# (pool.sh, flow.sh, multinode.sh) `cluster_up`,
 # `cluster_down` and `report_and_exit`. Those use the caller's `work`
 # folder. run.sh, which also guards the machine's own SLURM, keeps its own
 # cluster_down.
@@ -28,6 +29,23 @@ r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 sys.exit(0 if eval(sys.argv[2], {}, {"r": r}) else 1)
 EOF
 }
+
+# wait_gone SECONDS ID...: until the jobs (arrays with their tasks) have
+# left the queue and sacct has none of their steps running; at most SECONDS.
+wait_gone() {
+    local limit=$1 deadline
+    shift
+    deadline=$((SECONDS + limit))
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        if [ -z "$(squeue -h -j "$(IFS=,; echo "$*")" -o %i 2>/dev/null)" ] &&
+            ! sacct -n -P -o State -j "$(IFS=,; echo "$*")" 2>/dev/null | grep -qE 'RUNNING|PENDING|COMPLETING'; then
+            return 0
+        fi
+        sleep 1
+    done
+    return 1
+}
+submitted_id() { sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$1"; }
 
 # cluster_up: brings the test cluster up. Exits 77 (its files removed) when
 # the harness cannot run here, 1 when `up` fails.

@@ -132,13 +132,13 @@ for j in mem300 oom sleeper steps array overlap; do
     extra=()
     [ "$j" = overlap ] && extra=("--export=ALL,HPC_MONITOR_SRUN=1")
     out=$(hpc submit --no-recommend "$j.sbatch" -o "$work/$j-%j.out" "${extra[@]}" 2>"$j.err")
-    id[$j]=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$out")
+    id[$j]=$(submitted_id "$out")
     [ -n "${id[$j]}" ] && jobs+=("${id[$j]}")
     check "hpc submit $j.sbatch submits (job ${id[$j]:-none})" [ -n "${id[$j]}" ]
 done
 check "the original scripts are unchanged (no injected line)" bash -c '! grep -l hpc-monitor *.sbatch'
 out=$(hpc submit pernode.sbatch -o "$work/pernode-%j.out" 2>pernode.err)
-id[pernode]=$(sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$out")
+id[pernode]=$(submitted_id "$out")
 [ -n "${id[pernode]}" ] && jobs+=("${id[pernode]}")
 scontrol show job "${id[pernode]}" >pernode.scontrol 2>&1
 show "  pernode: " "$(cat pernode.err pernode.scontrol)"
@@ -147,16 +147,9 @@ for want in JobName=flow-pernode NumTasks=2 CPUs/Task=1 MinMemoryNode=300M TimeL
     check "scontrol: the indented-comment, 2-task job was given $want" grep -qF -- "$want" pernode.scontrol
 done
 
-# all_final: every job (and array task) has left the queue and its batch
-# step is final in sacct; waits at most 150 s, polling.
-deadline=$((SECONDS + 150))
-while [ "$SECONDS" -lt "$deadline" ]; do
-    if [ -z "$(squeue -h -o %i 2>/dev/null)" ] &&
-        ! sacct -n -P -o State -j "$(IFS=,; echo "${jobs[*]}")" 2>/dev/null | grep -qE 'RUNNING|PENDING|COMPLETING'; then
-        break
-    fi
-    sleep 1
-done
+# Every job (and array task) has left the queue and its steps are final in
+# sacct; at most 150 s.
+wait_gone 150 "${jobs[@]}"
 echo "# the jobs ended after $((SECONDS - t_begin)) s"
 for j in "${!id[@]}"; do show "  $j: " "$(cat "$work/$j-"*.out 2>/dev/null | tail -n 3)"; done
 

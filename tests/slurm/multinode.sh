@@ -61,23 +61,6 @@ mapfile -t nodes < <(sinfo -h -N -o %N | sort -u)
 check "the cluster has $HPC_TEST_NODES nodes, each its own slurmd (${nodes[*]})" \
     [ "${#nodes[@]}" -eq "$HPC_TEST_NODES" ]
 
-# wait_gone ID...: until the jobs have left the queue and sacct has their
-# steps final; at most $1 seconds.
-wait_gone() {
-    local limit=$1 deadline
-    shift
-    deadline=$((SECONDS + limit))
-    while [ "$SECONDS" -lt "$deadline" ]; do
-        if [ -z "$(squeue -h -j "$(IFS=,; echo "$*")" -o %i 2>/dev/null)" ] &&
-            ! sacct -n -P -o State -j "$(IFS=,; echo "$*")" 2>/dev/null | grep -qE 'RUNNING|PENDING|COMPLETING'; then
-            return 0
-        fi
-        sleep 1
-    done
-    return 1
-}
-submitted_id() { sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p' <<<"$1"; }
-
 # ---------------------------------------------------------------- 1. hpc submit, 3 nodes
 cd "$work" || exit 1
 # work.py MB PROCS DUTY SECONDS: holds MB, with PROCS processes that keep a

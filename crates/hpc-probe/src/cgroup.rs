@@ -323,22 +323,13 @@ fn dirs_matching(parent: &Path, pred: impl Fn(&str) -> bool) -> Vec<PathBuf> {
 
 /// Looks for the job's cgroup where SLURM puts it: v2
 /// `system.slice/[<node>_]slurmstepd.scope/job_<id>`, v1
-/// `<controller>/slurm/uid_<uid>/job_<id>`.
-pub fn find_slurm_job_cgroup(sys_root: &Path, job: &str) -> Option<JobCgroup> {
-    find_slurm_job_cgroup_on(sys_root, job, None)
-}
-
-/// [`find_slurm_job_cgroup`] on the node `node` (SLURMD_NODENAME) of a
-/// host that runs several slurmd (`slurmd -N`, multiple-slurmd): its own
-/// folders are looked in first, v2 `<node>_slurmstepd.scope` and v1
-/// `<controller>/slurm_<node>`, then the others: a probe of one node takes
+/// `<controller>/slurm[_<node>]/uid_<uid>/job_<id>`. With `node`
+/// (SLURMD_NODENAME) on a host that runs several slurmd (`slurmd -N`,
+/// multiple-slurmd), that node's own folders are looked in first, then the
+/// others: a probe of one node takes
 /// another node's cgroup of the same job only when its own has none (a
 /// probe inside the job takes its own cgroup before this).
-pub fn find_slurm_job_cgroup_on(
-    sys_root: &Path,
-    job: &str,
-    node: Option<&str>,
-) -> Option<JobCgroup> {
+pub fn find_slurm_job_cgroup(sys_root: &Path, job: &str, node: Option<&str>) -> Option<JobCgroup> {
     let job_dir = format!("job_{job}");
     if let Some(m) = v2_mount(sys_root) {
         let mut scopes =
@@ -660,8 +651,8 @@ mod tests {
             cg.devices.as_deref(),
             Some(dev.parent().unwrap().parent().unwrap())
         );
-        assert_eq!(find_slurm_job_cgroup(sys, "42").unwrap(), cg);
-        assert!(find_slurm_job_cgroup(sys, "43").is_none());
+        assert_eq!(find_slurm_job_cgroup(sys, "42", None).unwrap(), cg);
+        assert!(find_slurm_job_cgroup(sys, "43", None).is_none());
 
         // v1, cpu and cpuacct co-mounted.
         let d2 = tempfile::tempdir().unwrap();
@@ -671,7 +662,7 @@ mod tests {
         let text = "11:memory:/slurm/uid_0/job_7/step_batch\n5:cpu,cpuacct:/slurm/uid_0/job_7/step_batch\n";
         let cg = job_cgroup_from_lines(sys2, text, "7").unwrap();
         assert_eq!(cg.cpuacct.as_deref(), Some(cc.parent().unwrap()));
-        assert_eq!(find_slurm_job_cgroup(sys2, "7").unwrap(), cg);
+        assert_eq!(find_slurm_job_cgroup(sys2, "7", None).unwrap(), cg);
 
         // v2.
         let d3 = tempfile::tempdir().unwrap();
@@ -687,7 +678,7 @@ mod tests {
         assert_eq!(cg.version, Version::V2);
         assert!(task.starts_with(&cg.dir));
         assert!(cg.dir.ends_with("job_42"));
-        assert_eq!(find_slurm_job_cgroup(sys3, "42").unwrap(), cg);
+        assert_eq!(find_slurm_job_cgroup(sys3, "42", None).unwrap(), cg);
         // Multiple-slurmd naming.
         let d4 = tempfile::tempdir().unwrap();
         fs::create_dir_all(d4.path().join("fs/cgroup")).unwrap();
@@ -696,7 +687,7 @@ mod tests {
             d4.path(),
             "fs/cgroup/system.slice/n1_slurmstepd.scope/job_9",
         );
-        assert!(find_slurm_job_cgroup(d4.path(), "9").is_some());
+        assert!(find_slurm_job_cgroup(d4.path(), "9", None).is_some());
         // Several slurmd on one host (slurmd -N): each node's own folder.
         let d5 = tempfile::tempdir().unwrap();
         let sys5 = d5.path();
@@ -710,7 +701,7 @@ mod tests {
                 &format!("fs/cgroup/cpu,cpuacct/slurm_{n}/uid_0/job_5/step_0"),
             );
         }
-        let on = |n| find_slurm_job_cgroup_on(sys5, "5", Some(n)).unwrap();
+        let on = |n| find_slurm_job_cgroup(sys5, "5", Some(n)).unwrap();
         assert!(
             on("n2").dir.ends_with("memory/slurm_n2/uid_0/job_5"),
             "{:?}",
@@ -730,7 +721,7 @@ mod tests {
                 &format!("fs/cgroup/system.slice/{n}_slurmstepd.scope/job_9"),
             );
         }
-        let b = find_slurm_job_cgroup_on(d6.path(), "9", Some("b")).unwrap();
+        let b = find_slurm_job_cgroup(d6.path(), "9", Some("b")).unwrap();
         assert!(b.dir.ends_with("b_slurmstepd.scope/job_9"), "{b:?}");
     }
 

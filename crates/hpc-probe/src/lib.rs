@@ -405,7 +405,7 @@ fn start_target(opts: &Opts) -> Result<(Watch, Option<Output>, Option<command::R
             // --overlap, a TaskProlog), else this node's, else any process's.
             let node = std::env::var("SLURMD_NODENAME").ok();
             let cgroup = own_job_cgroup(&opts.proc_root, &opts.sys_root, id)
-                .or_else(|| cgroup::find_slurm_job_cgroup_on(&opts.sys_root, id, node.as_deref()))
+                .or_else(|| cgroup::find_slurm_job_cgroup(&opts.sys_root, id, node.as_deref()))
                 .or_else(|| find_cgroup_via_proc(&opts.proc_root, &opts.sys_root, id));
             let watch = Watch::Job {
                 id: id.clone(),

@@ -259,7 +259,7 @@ fn slurm_v1_tree(root: &Path, comounted: bool) -> (PathBuf, PathBuf) {
 fn slurm_cgroup_v1_tree_from_real_files() {
     let d = tempfile::tempdir().unwrap();
     let (proc_root, sys_root) = slurm_v1_tree(d.path(), false);
-    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
     assert_eq!(cg.version, Version::V1);
     assert!(cg.cpuacct.is_some());
     let text = fs::read_to_string(proc_root.join("26231/cgroup")).unwrap();
@@ -312,7 +312,7 @@ fn slurm_cgroup_v1_tree_from_real_files() {
 fn slurm_cgroup_v1_comounted_cpu_cpuacct() {
     let d = tempfile::tempdir().unwrap();
     let (proc_root, sys_root) = slurm_v1_tree(d.path(), true);
-    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
     assert!(cg
         .cpuacct
         .as_ref()
@@ -361,7 +361,7 @@ fn slurm_cgroup_v2_tree_from_real_files() {
         &proc_root.join("26231/cgroup"),
         "0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n",
     );
-    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
     assert_eq!(cg.version, Version::V2);
     let mut s = Sampler::new(
         config(
@@ -654,7 +654,7 @@ fn bump(file: &Path, key: &str, value: u64) {
 fn cgroup_v2_job_figures_come_from_its_files_and_processes_only_on_detail_samples() {
     let d = tempfile::tempdir().unwrap();
     let (proc_root, sys_root, job) = slurm_v2_job(d.path());
-    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
     assert_eq!(cg.dir, job);
     let mut s = job_sampler(&proc_root, cg, 3, true);
     let c = s.cgroup_counters();
@@ -754,7 +754,7 @@ fn cgroup_v2_kernel_without_memory_peak_keeps_the_running_maximum() {
     let d = tempfile::tempdir().unwrap();
     let (proc_root, sys_root, job) = slurm_v2_job(d.path());
     fs::remove_file(job.join("memory.peak")).unwrap();
-    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
     let mut s = job_sampler(&proc_root, cg, 10, false);
     let c = s.cgroup_counters();
     assert_eq!(s.sources()["hwm_mb"], "running maximum of rss_mb");
@@ -810,7 +810,7 @@ fn slurm_v1_local_job(root: &Path) -> (PathBuf, PathBuf) {
 fn cgroup_v1_job_from_a_real_capture_gives_rss_cache_tasks_and_io() {
     let d = tempfile::tempdir().unwrap();
     let (proc_root, sys_root) = slurm_v1_local_job(d.path());
-    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
     assert!(cg.blkio.is_some() && cg.pids.is_some());
     let text = fs::read_to_string(proc_root.join("26231/cgroup")).unwrap();
     assert_eq!(
@@ -862,7 +862,7 @@ fn v1_job_without_pids_or_blkio_takes_threads_and_io_from_detail_samples() {
     for c in ["blkio", "pids"] {
         fs::remove_dir_all(sys_root.join("fs/cgroup").join(c)).unwrap();
     }
-    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
     let mut s = job_sampler(&proc_root, cg, 2, false);
     let c = s.cgroup_counters();
     assert!(s.cgroup_path());
@@ -900,7 +900,7 @@ fn each_v2_cgroup_file_that_disappears_ends_the_job_with_a_last_sample() {
     ] {
         let d = tempfile::tempdir().unwrap();
         let (proc_root, sys_root, job) = slurm_v2_job(d.path());
-        let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+        let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
         let mut s = job_sampler(&proc_root, cg, 10, false);
         let c = s.cgroup_counters();
         let a = s.sample(0.0, 0.0, c);
@@ -925,7 +925,7 @@ fn each_v2_cgroup_file_that_disappears_ends_the_job_with_a_last_sample() {
     // The whole folder.
     let d = tempfile::tempdir().unwrap();
     let (proc_root, sys_root, job) = slurm_v2_job(d.path());
-    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
     let mut s = job_sampler(&proc_root, cg, 10, false);
     let c = s.cgroup_counters();
     let a = s.sample(0.0, 0.0, c);
@@ -948,7 +948,7 @@ fn each_v1_cgroup_file_that_disappears_ends_the_job_with_a_last_sample() {
     ] {
         let d = tempfile::tempdir().unwrap();
         let (proc_root, sys_root) = slurm_v1_local_job(d.path());
-        let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42").unwrap();
+        let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
         let mut s = job_sampler(&proc_root, cg, 10, false);
         let c = s.cgroup_counters();
         let a = s.sample(0.0, 0.0, c);
