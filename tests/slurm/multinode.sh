@@ -38,8 +38,6 @@ jobs=()
 finish() {
     trap - EXIT
     [ ${#jobs[@]} -eq 0 ] || timeout 30 scancel "${jobs[@]}" >/dev/null 2>&1
-    # The next script gets the cluster without the admin hooks.
-    unset HPC_SLURM_TASKPROLOG HPC_SLURM_EPILOG
     cluster_down
     report_and_exit
 }
