@@ -24,22 +24,32 @@
 //! group uses the predictor with the smaller scale (the one that has
 //! predicted it best so far). A job's score is z = (log(used) - centre) / s.
 //!
-//! The bound at level a is exp(centre + s q(a)), at most [`HISTORY_CAP`]
-//! times the group's largest value for the history predictor, where q(a) is
-//! the split conformal quantile of the earlier scores (the latest
-//! [`SCORE_WINDOW`]): the k-th smallest of m, k = ceil((1 - a)(m + 1)); with fewer than [`MIN_SCORES`] scores or too
-//! few for that rank, the Student-t quantile t(max(m, 5) - 1, 1 - a). It is
-//! then rounded as the caller rounds (floor, step), and never above the
+//! The bound at score z is exp(centre + s z), at most [`HISTORY_CAP`]
+//! times the group's largest value for the history and recent predictors.
+//! The score threshold of level a, q(a), is the split conformal quantile of
+//! the earlier scores (the latest [`SCORE_WINDOW`]): the k-th smallest of m,
+//! k = ceil((1 - a)(m + 1)); with fewer than [`MIN_SCORES`] scores or too
+//! few for that rank, the Student-t quantile t(max(m, 5) - 1, 1 - a). The
+//! bound is rounded as the caller rounds (floor, step), and never above the
 //! job's own request in a group none of whose jobs needed more than it
 //! asked for.
 //!
-//! The level of one job is a_t x c, kept in [r / 100, 0.5]: a_t is the
-//! level of the stated risk r, c the job's share of the risk budget,
-//! c = clamp((C_job / C_typ)^[`COST_POWER`], 1 / [`COST_SPAN`], [`COST_SPAN`])
-//! where C_job = exp(centre) x the group's geometric mean weight (runtime for
-//! memory) and C_typ the geometric mean cost of all earlier jobs. A costly
-//! job takes a larger share of the risk and a cheap one a smaller share, which
-//! wastes less memory-time for the same number of jobs that run out.
+//! The level of one job spends the risk budget where it saves the most
+//! (a Lagrange condition): under a normal model of the scores, sizing a job
+//! of expected cost C (exp(centre) x the group's geometric mean weight,
+//! runtime for memory) at score z costs C exp(s z), and one more unit of
+//! risk saves C s exp(s z) / phi(z) of it. A job's price at z is the log of
+//! that, P(z) = ln C + ln s + ln sqrt(2 pi) + s z + z^2 / 2. Every job is
+//! sized at the z >= 0 where its price equals one threshold T:
+//! z = sqrt(s^2 + 2 (T - P(0))) - s (0 when P(0) >= T). A costly job, or one
+//! from a group whose values vary more, takes a larger share of the risk;
+//! a cheap or steady one a smaller. T is the split conformal quantile, at
+//! the adapted level a_t, of the prices at which the earlier jobs would just
+//! have fitted (P(z_i) for a job that used more than its centre, minus
+//! infinity otherwise; the latest [`SCORE_WINDOW`]). The job's z is kept
+//! between the score thresholds of the levels min(0.5, a_t x
+//! [`LEVEL_SPAN`]) and max(r / 100, a_t / [`LEVEL_SPAN`]); with too few
+//! prices for the rank, z = q(a_t).
 //!
 //! a_t is adapted online (adaptive conformal inference, Gibbs and Candes
 //! 2021): after each warm job, with err_t = 1 when its allocation (after
@@ -85,10 +95,9 @@ pub const MIN_SCORES: usize = 5;
 /// largest value (a job that needs more is rarer than any stated risk; the
 /// retry that doubles covers it).
 pub const HISTORY_CAP: f64 = 2.0;
-/// How strongly the level follows a job's expected cost (see [`Pred::share`]).
-pub const COST_POWER: f64 = 0.5;
-/// The largest factor the cost moves a job's level by, either way.
-pub const COST_SPAN: f64 = 10.0;
+/// The largest factor a job's level is moved from the adapted level by,
+/// either way (see [`Calibrated::sized`]).
+pub const LEVEL_SPAN: f64 = 10.0;
 /// A censored group is never advised below this factor of its limit.
 pub const CENSORED_FLOOR: f64 = 1.25;
 
@@ -250,10 +259,9 @@ pub struct Pred {
     /// A job of the group needed more than it asked for (or ran out): the
     /// advice may exceed the request.
     pub over_request: bool,
-    /// The share of the risk budget the job gets: its expected cost
-    /// (exp(centre) x the group's typical weight) over the typical job's,
-    /// to the power [`COST_POWER`], within [1 / [`COST_SPAN`], [`COST_SPAN`]].
-    pub share: f64,
+    /// The log of the job's expected cost: centre + the mean log weight
+    /// (runtime for memory) of the group's jobs.
+    pub log_cost: f64,
 }
 
 impl Pred {
@@ -266,6 +274,68 @@ impl Pred {
         };
         v.max(self.floor)
     }
+
+    /// The log of the memory-time (or time) one more unit of risk saves
+    /// when the job is sized at score `z` >= 0 under a normal model of the
+    /// scores: log(C s exp(s z) / phi(z)).
+    fn price(&self, z: f64) -> f64 {
+        self.log_cost + self.scale.ln() + LN_SQRT_2PI + self.scale * z + z * z / 2.0
+    }
+
+    /// The score at which the price is `t`: the root z >= 0 of
+    /// z^2 / 2 + s z = t - price(0), or 0 when the price at 0 is above `t`.
+    fn score_at_price(&self, t: f64) -> f64 {
+        let d = t - self.price(0.0);
+        if d > 0.0 {
+            (self.scale * self.scale + 2.0 * d).sqrt() - self.scale
+        } else {
+            0.0
+        }
+    }
+}
+
+/// ln(sqrt(2 pi)).
+const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_8;
+
+/// The latest [`SCORE_WINDOW`] values of a score, sorted ascending, and in
+/// the order they came.
+#[derive(Debug, Default)]
+struct Window {
+    sorted: Vec<f64>,
+    arrived: VecDeque<f64>,
+}
+
+impl Window {
+    /// Keeps `z`, dropping the oldest beyond [`SCORE_WINDOW`].
+    fn add(&mut self, z: f64) {
+        if self.arrived.len() == SCORE_WINDOW {
+            if let Some(old) = self.arrived.pop_front() {
+                if let Ok(i) = self.sorted.binary_search_by(|s| s.total_cmp(&old)) {
+                    self.sorted.remove(i);
+                }
+            }
+        }
+        self.arrived.push_back(z);
+        let at = self.sorted.partition_point(|s| s.total_cmp(&z).is_lt());
+        self.sorted.insert(at, z);
+    }
+
+    /// The split conformal threshold at level `a`: the k-th smallest of
+    /// the m values, k = ceil((1 - a)(m + 1)); `None` with fewer than
+    /// [`MIN_SCORES`] or too few for the rank.
+    fn quantile(&self, a: f64) -> Option<f64> {
+        let m = self.sorted.len();
+        risk::rank(m, a)
+            .filter(|_| m >= MIN_SCORES)
+            .map(|k| self.sorted[k - 1])
+    }
+
+    /// The share of the values above `z`, counted as the conformal level
+    /// whose threshold is `z`.
+    fn level_of(&self, z: f64) -> f64 {
+        let above = self.sorted.len() - self.sorted.partition_point(|s| *s <= z);
+        (above as f64 + 1.0) / (self.sorted.len() as f64 + 1.0)
+    }
 }
 
 /// The online state: groups, pooled residuals and the scores so far.
@@ -275,13 +345,11 @@ pub struct Sizer {
     hist: Resid,
     model: Resid,
     recent: Resid,
-    /// The latest scores ([`SCORE_WINDOW`]), sorted ascending, and in the
-    /// order they came.
-    scores: Vec<f64>,
-    arrived: VecDeque<f64>,
-    /// Sum and count of the logs of the costs (value x weight) of all jobs.
-    log_cost: f64,
-    jobs: f64,
+    /// The latest scores z.
+    scores: Window,
+    /// The latest prices at which each job would just have fitted (see
+    /// [`Pred::price`]; minus infinity for a job at or below its centre).
+    prices: Window,
 }
 
 impl Sizer {
@@ -306,14 +374,6 @@ impl Sizer {
             }
         }
         let censored = g.censored;
-        let cost = best.0 + g.log_weight / g.n as f64;
-        let share = if self.jobs > 0.0 {
-            (COST_POWER * (cost - self.log_cost / self.jobs))
-                .exp()
-                .clamp(1.0 / COST_SPAN, COST_SPAN)
-        } else {
-            1.0
-        };
         let floor = if censored > 0 {
             g.max_seen.max(CENSORED_FLOOR * g.max_limit)
         } else {
@@ -328,31 +388,18 @@ impl Sizer {
             max_seen: g.max_seen,
             censored,
             over_request: g.over_request,
-            share,
+            log_cost: best.0 + g.log_weight / g.n as f64,
         })
-    }
-
-    /// Keeps `z`, dropping the oldest score beyond [`SCORE_WINDOW`].
-    fn add_score(&mut self, z: f64) {
-        if self.arrived.len() == SCORE_WINDOW {
-            if let Some(old) = self.arrived.pop_front() {
-                if let Ok(i) = self.scores.binary_search_by(|s| s.total_cmp(&old)) {
-                    self.scores.remove(i);
-                }
-            }
-        }
-        self.arrived.push_back(z);
-        let at = self.scores.partition_point(|s| *s < z);
-        self.scores.insert(at, z);
     }
 
     /// The score threshold at level `a` (see the module doc).
     pub fn quantile(&self, a: f64) -> f64 {
-        let m = self.scores.len();
-        match risk::rank(m, a) {
-            Some(k) if m >= MIN_SCORES => self.scores[k - 1],
-            _ => risk::t_quantile((m.max(MIN_SCORES) - 1) as f64, 1.0 - a),
-        }
+        self.scores.quantile(a).unwrap_or_else(|| {
+            risk::t_quantile(
+                (self.scores.sorted.len().max(MIN_SCORES) - 1) as f64,
+                1.0 - a,
+            )
+        })
     }
 
     /// Learns a job of `group` that used `value` (> 0), or that ran past its
@@ -378,7 +425,12 @@ impl Sizer {
         if !censored {
             if let Some(p) = self.predict(group, input) {
                 let z = (value.ln() - p.centre) / p.scale;
-                self.add_score(z);
+                self.scores.add(z);
+                self.prices.add(if z > 0.0 {
+                    p.price(z)
+                } else {
+                    f64::NEG_INFINITY
+                });
             }
         }
         let g = self.groups.entry(group.to_owned()).or_default();
@@ -420,8 +472,6 @@ impl Sizer {
         g.n += 1;
         g.over_request |= censored || request.is_some_and(|q| value > q);
         g.log_weight += log_weight;
-        self.log_cost += y + log_weight;
-        self.jobs += 1.0;
     }
 }
 
@@ -447,11 +497,6 @@ impl Level {
             sized: 0,
             missed: 0,
         }
-    }
-
-    /// The level a job with risk share `share` is sized at.
-    pub fn at(&self, share: f64) -> f64 {
-        (self.level * share).clamp(self.risk / 100.0, 0.5)
     }
 
     /// Learns whether the job sized at the current level ran out.
@@ -540,12 +585,30 @@ impl Calibrated {
         let values = self
             .levels
             .iter()
-            .map(|l| {
-                let q = self.sizer.quantile(l.at(p.share));
-                self.rounding.apply(p.at(q)).min(cap)
-            })
+            .map(|l| self.rounding.apply(p.at(self.sized(&p, l).0)).min(cap))
             .collect();
         Some((p, values))
+    }
+
+    /// The score threshold job `p` is sized at for the adapted level `l`,
+    /// and the level that threshold stands for. The threshold is the one
+    /// at which the job's price (see [`Pred::price`]) is the conformal
+    /// quantile of the earlier jobs' prices at l's level a: every job is
+    /// sized where one more unit of risk saves the same memory-time. It is
+    /// kept within the score thresholds of the levels a x [`LEVEL_SPAN`]
+    /// (at most 0.5) and a / [`LEVEL_SPAN`] (at least the stated risk /
+    /// 100). With too few prices for the rank, the threshold is that of a.
+    pub fn sized(&self, p: &Pred, l: &Level) -> (f64, f64) {
+        let s = &self.sizer;
+        let z = match s.prices.quantile(l.level) {
+            Some(t) => {
+                let lo = s.quantile((l.level * LEVEL_SPAN).min(0.5));
+                let hi = s.quantile((l.level / LEVEL_SPAN).max(l.risk / 100.0));
+                p.score_at_price(t).clamp(lo, hi.max(lo))
+            }
+            None => s.quantile(l.level),
+        };
+        (z, s.scores.level_of(z))
     }
 
     /// Scores `advice` (from [`Calibrated::advise`] for this job) against
@@ -606,13 +669,13 @@ mod tests {
 
     #[test]
     fn the_scores_kept_are_the_latest_window() {
-        let mut s = Sizer::default();
+        let mut s = Window::default();
         for i in 0..SCORE_WINDOW + 100 {
-            s.add_score(i as f64);
+            s.add(i as f64);
         }
-        assert_eq!(s.scores.len(), SCORE_WINDOW);
-        assert_eq!(s.scores[0], 100.0, "the oldest 100 are gone");
-        assert!(s.scores.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(s.sorted.len(), SCORE_WINDOW);
+        assert_eq!(s.sorted[0], 100.0, "the oldest 100 are gone");
+        assert!(s.sorted.windows(2).all(|w| w[0] <= w[1]));
     }
 
     #[test]
@@ -707,6 +770,56 @@ mod tests {
         let (mean, ewma) = (g.centre().unwrap(), g.ewma.unwrap());
         assert!((mean - ewma).abs() < 1e-12, "{mean} {ewma}");
         assert!((g.blend().unwrap().exp() - 2580.3).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_costlier_or_wider_job_takes_a_larger_share_of_the_risk() {
+        let mut c = Calibrated::new(
+            &[0.02],
+            Rounding {
+                floor: 1.0,
+                step: 1.0,
+            },
+        );
+        let mut seed = 11u64;
+        let mut u = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for i in 0..2000 {
+            let (group, base, weight) = if i % 2 == 0 {
+                ("small", 500.0, 60.0)
+            } else {
+                ("large", 50_000.0, 36_000.0)
+            };
+            c.replay([Seen {
+                group,
+                input: None,
+                value: base * (0.5 + u()),
+                censored: false,
+                weight,
+                request: None,
+            }]);
+        }
+        let l = c.levels[0];
+        let level = |p: &Pred| c.sized(p, &l).1;
+        let (small, _) = c.advise("small", None, None).unwrap();
+        let (large, _) = c.advise("large", None, None).unwrap();
+        assert!(
+            large.log_cost > small.log_cost + 10.0,
+            "{small:?} {large:?}"
+        );
+        assert!(level(&large) > 2.0 * level(&small), "{l:?}");
+        // At one cost, the group whose values vary more is given more risk:
+        // covering its tail costs more memory-time per unit of risk.
+        let wide = Pred {
+            scale: 2.0 * large.scale,
+            ..large
+        };
+        assert!(level(&wide) > 2.0 * level(&large), "{l:?}");
+        // Over the replay the share that ran out is the stated 2 %.
+        let share = l.missed as f64 / l.sized as f64;
+        assert!((0.01..=0.03).contains(&share), "{l:?}");
     }
 
     #[test]

@@ -326,7 +326,7 @@ fn advise_one(
         .map(|g| {
             let advice = cal
                 .advise(&g, None, None)
-                .map(|(p, v)| (v[0], p.max_seen, cal.levels[0].at(p.share)));
+                .map(|(p, v)| (v[0], p.max_seen, cal.sized(&p, &cal.levels[0]).1));
             let n = count[g.as_str()];
             (g, n, advice)
         })

@@ -160,7 +160,7 @@ fn percent(r: f64) -> String {
 /// (the script's own earlier jobs under one group, every other user and
 /// tool under its own) and returns its advice for the script: the
 /// prediction, the rounded value and the level it was sized at.
-fn calibrated(i: &RecommendInputs, resource: Resource) -> Option<(Pred, f64, Level)> {
+fn calibrated(i: &RecommendInputs, resource: Resource) -> Option<(Pred, f64, f64, String)> {
     let an = i.analysis;
     // What a job needed, its weight, its request.
     type Of = fn(&Past) -> (Option<Point>, f64, Option<f64>);
@@ -201,23 +201,25 @@ fn calibrated(i: &RecommendInputs, resource: Resource) -> Option<(Pred, f64, Lev
         })
     }));
     let (pred, values) = cal.advise(THIS, an.input_mb, asked)?;
-    Some((pred, values[0], cal.levels[0]))
+    let level = cal.levels[0];
+    let (at, said) = level_note(&level, cal.sized(&pred, &level).1);
+    Some((pred, values[0], at, said))
 }
 
 /// The note's account of the level a job was sized at: the stated risk,
 /// and when the level differs from it, which level and why.
-fn level_note(l: &Level, p: &Pred) -> (f64, String) {
-    let at = l.at(p.share);
+fn level_note(l: &Level, at: f64) -> (f64, String) {
     let stated = percent(l.risk);
     if (at - l.risk).abs() < 0.05 * l.risk {
         return (at, format!("{stated} % risk"));
     }
     let mut why = Vec::new();
-    if (p.share - 1.0).abs() > 0.05 {
+    if (at - l.level).abs() > 0.05 * l.level {
         why.push(format!(
-            "it is expected to cost {} memory-time (or time) than the typical job of this history, so it takes {} share of the risk",
-            if p.share > 1.0 { "more" } else { "less" },
-            if p.share > 1.0 { "a larger" } else { "a smaller" }
+            "every job is sized where one more unit of risk saves the same memory-time (or time), and this one is expected to cost {} or to vary {} than the typical job of this history, so it takes {} share of the risk",
+            if at > l.level { "more" } else { "less" },
+            if at > l.level { "more" } else { "less" },
+            if at > l.level { "a larger" } else { "a smaller" }
         ));
     }
     if (l.level - l.risk).abs() > 0.05 * l.risk {
@@ -242,8 +244,7 @@ fn level_note(l: &Level, p: &Pred) -> (f64, String) {
 /// else the heuristic.
 fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
     let an = i.analysis;
-    if let Some((p, value, level)) = calibrated(i, Resource::Mem) {
-        let (at, said) = level_note(&level, &p);
+    if let Some((p, value, at, said)) = calibrated(i, Resource::Mem) {
         let by = match p.predictor {
             Predictor::History => String::new(),
             Predictor::Recent => ", weighted toward the latest of them".into(),
@@ -377,8 +378,7 @@ fn cpus(i: &RecommendInputs, past: &[&Past]) -> Option<(u32, Basis)> {
 /// minutes; else the request or the tool table's (never a limit the
 /// script did not have).
 fn time(i: &RecommendInputs) -> Option<(f64, Basis)> {
-    if let Some((p, value, level)) = calibrated(i, Resource::Time) {
-        let (at, said) = level_note(&level, &p);
+    if let Some((p, value, at, said)) = calibrated(i, Resource::Time) {
         let note = format!(
             "{} earlier jobs ran at most {} ({} timed out); the risk here is of TIMEOUT: {}; a tighter limit starts sooner through backfill",
             p.n,

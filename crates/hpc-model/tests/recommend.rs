@@ -122,7 +122,6 @@ fn a_cheap_job_takes_a_smaller_share_of_the_risk_and_the_note_says_so() {
     );
     let b = &cheap.basis["mem_mb"];
     assert_eq!(b.method, "conformal, adaptive level");
-    assert!(b.quantile.unwrap() > 0.99, "{b:?}");
     assert!(b.note.contains("1 % risk overall"), "{}", b.note);
     assert!(b.note.contains("a smaller share of the risk"), "{}", b.note);
     assert_eq!(cheap.risk, 0.01, "the stated risk is kept");
@@ -134,6 +133,7 @@ fn a_cheap_job_takes_a_smaller_share_of_the_risk_and_the_note_says_so() {
     );
     let c = &costly.basis["mem_mb"];
     assert!(c.quantile.unwrap() < 0.99, "{c:?}");
+    assert!(b.quantile.unwrap() > c.quantile.unwrap(), "{b:?} vs {c:?}");
     assert!(c.note.contains("a larger share of the risk"), "{}", c.note);
     assert!(cheap.mem_mb > costly.mem_mb, "{cheap:?} vs {costly:?}");
 }
