@@ -202,32 +202,45 @@ fn calibrated(i: &RecommendInputs, resource: Resource) -> Option<(Pred, f64, f64
     }));
     let (pred, values) = cal.advise(THIS, an.input_mb, asked)?;
     let level = cal.levels[0];
-    let (at, said) = level_note(&level, cal.sized(&pred, &level).1);
+    let (at, said) = level_note(&level, cal.sized(&pred, &level).1, resource);
     Some((pred, values[0], at, said))
 }
 
 /// The note's account of the level a job was sized at: the stated risk,
-/// and when the level differs from it, which level and why.
-fn level_note(l: &Level, at: f64) -> (f64, String) {
+/// and when the level differs from it, which level and why: the online
+/// calibration moved the level, and the job's price of risk moved its
+/// share of it.
+fn level_note(l: &Level, at: f64, resource: Resource) -> (f64, String) {
     let stated = percent(l.risk);
     if (at - l.risk).abs() < 0.05 * l.risk {
         return (at, format!("{stated} % risk"));
     }
     let mut why = Vec::new();
-    if (at - l.level).abs() > 0.05 * l.level {
-        why.push(format!(
-            "every job is sized where one more unit of risk saves the same memory-time (or time), and this one is expected to cost {} or to vary {} than the typical job of this history, so it takes {} share of the risk",
-            if at > l.level { "more" } else { "less" },
-            if at > l.level { "more" } else { "less" },
-            if at > l.level { "a larger" } else { "a smaller" }
-        ));
-    }
     if (l.level - l.risk).abs() > 0.05 * l.risk {
         why.push(format!(
-            "of {} earlier jobs this history sized, {} ran out: {} than stated (online calibration)",
+            "of {} earlier jobs this history sized, {} ran out, {} than stated, so the online calibration {} the level to {} %",
             l.sized,
             l.missed,
-            if l.level > l.risk { "fewer" } else { "more" }
+            if l.level > l.risk { "fewer" } else { "more" },
+            if l.level > l.risk { "raised" } else { "lowered" },
+            percent(l.level)
+        ));
+    }
+    if (at - l.level).abs() > 0.05 * l.level {
+        let larger = at > l.level;
+        let (saves, costs) = match (resource, larger) {
+            (Resource::Mem, true) => ("memory-time", "to cost more memory-time"),
+            (Resource::Mem, false) => ("memory-time", "to cost less memory-time"),
+            (Resource::Time, true) => ("time", "to run longer"),
+            (Resource::Time, false) => ("time", "to end sooner"),
+        };
+        let (varies, share) = if larger {
+            ("more", "a larger")
+        } else {
+            ("less", "a smaller")
+        };
+        why.push(format!(
+            "every job is sized where one more unit of risk saves the same {saves}, and this one is expected {costs}, or to vary {varies}, than the typical job of this history, so it takes {share} share of the risk"
         ));
     }
     (

@@ -124,6 +124,16 @@ fn a_cheap_job_takes_a_smaller_share_of_the_risk_and_the_note_says_so() {
     assert_eq!(b.method, "conformal, adaptive level");
     assert!(b.note.contains("1 % risk overall"), "{}", b.note);
     assert!(b.note.contains("a smaller share of the risk"), "{}", b.note);
+    assert!(b.note.contains("to cost less memory-time"), "{}", b.note);
+    // None of the 88 jobs the replay sized ran out: the level was raised,
+    // and the note gives the level it reached.
+    assert!(
+        b.note.contains(
+            "0 ran out, fewer than stated, so the online calibration raised the level to"
+        ),
+        "{}",
+        b.note
+    );
     assert_eq!(cheap.risk, 0.01, "the stated risk is kept");
     // Beside cheaper jobs the same STAR jobs take a larger share.
     let costly = recommend(
