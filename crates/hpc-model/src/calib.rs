@@ -278,13 +278,13 @@ impl Pred {
     /// The log of the memory-time (or time) one more unit of risk saves
     /// when the job is sized at score `z` >= 0 under a normal model of the
     /// scores: log(C s exp(s z) / phi(z)).
-    fn price(&self, z: f64) -> f64 {
+    pub fn price(&self, z: f64) -> f64 {
         self.log_cost + self.scale.ln() + LN_SQRT_2PI + self.scale * z + z * z / 2.0
     }
 
     /// The score at which the price is `t`: the root z >= 0 of
     /// z^2 / 2 + s z = t - price(0), or 0 when the price at 0 is above `t`.
-    fn score_at_price(&self, t: f64) -> f64 {
+    pub fn score_at_price(&self, t: f64) -> f64 {
         let d = t - self.price(0.0);
         if d > 0.0 {
             (self.scale * self.scale + 2.0 * d).sqrt() - self.scale
