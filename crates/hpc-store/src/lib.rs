@@ -218,6 +218,7 @@ pub fn put_spool(
             "done"
         });
         move_no_clobber(&path, &dest_dir)?;
+        give_to_spool_owner(&dest_dir, dir)?;
         total += rep;
         total.files += 1;
     }
@@ -246,6 +247,28 @@ fn already_moved(path: &Path, dir: &Path) -> Result<bool> {
         }
     }
     Ok(false)
+}
+
+/// Root loading a user's folder hands the `done/` or `rejected/` it
+/// created to the folder's owner, who can then read and clear it.
+fn give_to_spool_owner(sub: &Path, dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let (Ok(folder), Ok(made)) = (fs::metadata(dir), fs::symlink_metadata(sub)) else {
+        return Ok(());
+    };
+    if made.is_dir() && (made.uid(), made.gid()) != (folder.uid(), folder.gid()) {
+        nix::unistd::chown(
+            sub,
+            Some(nix::unistd::Uid::from_raw(folder.uid())),
+            Some(nix::unistd::Gid::from_raw(folder.gid())),
+        )
+        .map_err(std::io::Error::from)
+        .ctx(|| format!("cannot give {} to the spool's owner", shown(sub)))?;
+    }
+    Ok(())
 }
 
 /// Whose spool files a run loads: the loading user's own; for root (the

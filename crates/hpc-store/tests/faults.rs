@@ -345,6 +345,11 @@ fn root_loads_the_files_of_the_spool_folders_owner() {
     assert!(err.contains("43.ndjson: owned by uid 65533"), "{err}");
     assert!(spool.join("done/42.ndjson").exists(), "{err}");
     assert_eq!(count_jobs(&db), 3, "{err}");
+    // The folder root made in alice's spool is alice's, still private.
+    use std::os::unix::fs::MetadataExt;
+    let done = fs::metadata(spool.join("done")).unwrap();
+    assert_eq!(done.uid(), 65534, "done/ belongs to the spool's owner");
+    assert_eq!(done.mode() & 0o077, 0, "{:o}", done.mode());
 }
 
 // Items 4, 11, 12: odd entries are reported (escaped) and left alone; the
