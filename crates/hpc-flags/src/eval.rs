@@ -82,6 +82,10 @@ pub struct SummaryFacts {
     /// Each node's peak RSS, MiB (hpc-merge's job-wide summary).
     #[serde(default)]
     pub peak_rss_mb_by_node: std::collections::BTreeMap<String, f64>,
+    /// Each node's high-water mark, MiB: the kernel's, which a spike
+    /// between two samples still reaches (hpc-merge's job-wide summary).
+    #[serde(default)]
+    pub hwm_mb_by_node: std::collections::BTreeMap<String, f64>,
     #[serde(default)]
     pub lustre_meta_ops: Option<f64>,
     #[serde(default)]

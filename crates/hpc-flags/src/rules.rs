@@ -277,16 +277,8 @@ fn oom_killed(f: &Facts, _: &Thresholds) -> Option<Verdict> {
     let state = f.job.state.as_deref()?;
     let mut reason =
         String::from("the job was killed for running out of memory (state OUT_OF_MEMORY)");
-    // On several nodes, the one that ran out is the one with the highest
-    // peak: each node has the same limit (--mem is per node).
-    let peaks = &f.summary.peak_rss_mb_by_node;
-    if peaks.len() > 1 {
-        let mut by_peak: Vec<(&String, f64)> = peaks.iter().map(|(n, p)| (n, *p)).collect();
-        by_peak.sort_by(|a, b| b.1.total_cmp(&a.1));
-        reason.push_str(&format!(
-            ", on node {} (peak {:.0} MiB; the other nodes at most {:.0} MiB)",
-            by_peak[0].0, by_peak[0].1, by_peak[1].1
-        ));
+    if let Some(node) = oom_node(&f.summary) {
+        reason.push_str(&node);
     }
     Some(Verdict {
         raised: state.starts_with("OUT_OF_MEMORY"),
@@ -295,6 +287,50 @@ fn oom_killed(f: &Facts, _: &Thresholds) -> Option<Verdict> {
         reason,
     })
 }
+
+/// On several nodes, which one ran out (each has the same limit: --mem is
+/// per node), as the reason's tail. The node with the highest kernel
+/// high-water mark reached the limit even when a spike fell between two
+/// samples; nodes within [`HWM_TIE`] of it (another one near the limit, as
+/// page cache can bring it) are told apart by their sampled RSS peaks.
+/// Without high-water marks, the highest sampled RSS peak.
+fn oom_node(s: &crate::eval::SummaryFacts) -> Option<String> {
+    let rss = &s.peak_rss_mb_by_node;
+    let rss_of = |n: &str| rss.get(n).copied().unwrap_or(0.0);
+    let hwm = &s.hwm_mb_by_node;
+    if hwm.len() > 1 {
+        let top = hwm.values().copied().fold(f64::MIN, f64::max);
+        let (node, h) = hwm
+            .iter()
+            .filter(|(_, h)| **h >= (1.0 - HWM_TIE) * top)
+            .max_by(|a, b| rss_of(a.0).total_cmp(&rss_of(b.0)))?;
+        let others = hwm
+            .iter()
+            .filter(|(n, _)| *n != node)
+            .map(|(_, h)| *h)
+            .fold(f64::MIN, f64::max);
+        let peak = rss
+            .get(node)
+            .map(|p| format!(", peak RSS {p:.0} MiB"))
+            .unwrap_or_default();
+        return Some(format!(
+            ", on node {node} (high-water mark {h:.0} MiB{peak}; the other nodes' high-water marks at most {others:.0} MiB)"
+        ));
+    }
+    if rss.len() > 1 {
+        let mut by_peak: Vec<(&String, f64)> = rss.iter().map(|(n, p)| (n, *p)).collect();
+        by_peak.sort_by(|a, b| b.1.total_cmp(&a.1));
+        return Some(format!(
+            ", on node {} (peak {:.0} MiB; the other nodes at most {:.0} MiB)",
+            by_peak[0].0, by_peak[0].1, by_peak[1].1
+        ));
+    }
+    None
+}
+
+/// High-water marks within this share of the highest count as reaching
+/// the same limit.
+const HWM_TIE: f64 = 0.02;
 
 fn mem_overrequest(f: &Facts, th: &Thresholds) -> Option<Verdict> {
     let sample_peak = f

@@ -497,6 +497,48 @@ fn oom_killed_on_several_nodes_names_the_node_that_ran_out() {
     );
 }
 
+/// A spike between two samples: node a has the higher sampled RSS peak,
+/// node b the kernel's high-water mark at the limit. b ran out. Two nodes
+/// near the limit (within 2 %) are told apart by their sampled peaks.
+#[test]
+fn oom_killed_names_the_node_by_its_high_water_mark() {
+    let reason_of = |by_node: &str| {
+        let summary = format!(
+            "{{\"kind\":\"summary\",\"job_id\":\"1\",\"nodes\":[\"a\",\"b\",\"c\"],{by_node}}}\n"
+        );
+        let input = format!(
+            "{}{summary}",
+            job("\"state\":\"OUT_OF_MEMORY\",\"nnodes\":3")
+        );
+        let out = flags_of(&input, &[]);
+        out.lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .find(|v| v["flag"] == "oom_killed")
+            .unwrap_or_else(|| panic!("{out}"))["reason"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let peaks = r#""peak_rss_mb_by_node":{"a":700.0,"b":610.0,"c":4.0}"#;
+    let spike = reason_of(&format!(
+        r#"{peaks},"hwm_mb_by_node":{{"a":720.0,"b":1024.0,"c":5.0}}"#
+    ));
+    assert!(
+        spike.contains("on node b (high-water mark 1024 MiB, peak RSS 610 MiB"),
+        "{spike}"
+    );
+    assert!(spike.contains("at most 720 MiB"), "{spike}");
+    // Page cache brought a's high-water mark near the limit too: the
+    // sampled peaks decide.
+    let near = reason_of(&format!(
+        r#"{peaks},"hwm_mb_by_node":{{"a":1010.0,"b":1024.0,"c":5.0}}"#
+    ));
+    assert!(
+        near.contains("on node a (high-water mark 1010 MiB"),
+        "{near}"
+    );
+}
+
 #[test]
 fn a_record_with_odd_field_types_still_passes_through() {
     let odd = "{\"kind\":\"rec\",\"job_id\":\"1\",\"cpu_cores\":\"four\"}\n";

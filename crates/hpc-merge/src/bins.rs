@@ -10,8 +10,9 @@
 use hpc_core::num::sum_present;
 
 pub(crate) use crate::fields::{
-    idx, Kind, CACHE, CORES, CPI, CPU_SYS, CPU_USER, CUMULATIVE, ENERGY, FIELDS, LEVELS, LMETA,
-    LREAD, LWRITE, NF, NUMA, POWER, RATES, RATIOS, READ_MB, READ_MBPS, RSS, WRITE_MB, WRITE_MBPS,
+    idx, Kind, CACHE, CORES, CPI, CPU_SYS, CPU_USER, CUMULATIVE, ENERGY, FIELDS, HWM, LEVELS,
+    LMETA, LREAD, LWRITE, NF, NUMA, POWER, RATES, RATIOS, READ_MB, READ_MBPS, RSS, WRITE_MB,
+    WRITE_MBPS,
 };
 
 /// One node's bins on the absolute grid `floor(t / step)`.
@@ -35,6 +36,9 @@ pub(crate) struct NodeBins {
     pub t_max: f64,
     /// Largest RSS of any single sample.
     pub peak_rss: f64,
+    /// Largest high-water mark (`hwm_mb`: the kernel's, which a spike
+    /// between two samples still reaches) of any single sample.
+    pub peak_hwm: f64,
     /// The time the node's window is anchored on (NaN until it is known).
     anchor: f64,
     /// The node's meta start, a vote for the anchor.
@@ -105,6 +109,7 @@ impl NodeBins {
             b.t_min = f64::INFINITY;
             b.t_max = f64::NEG_INFINITY;
             b.peak_rss = f64::NAN;
+            b.peak_hwm = f64::NAN;
             b.anchor = f64::NAN;
             b.start_hint = f64::NAN;
             b.held.clear();
@@ -123,6 +128,7 @@ impl NodeBins {
             t_min: f64::INFINITY,
             t_max: f64::NEG_INFINITY,
             peak_rss: f64::NAN,
+            peak_hwm: f64::NAN,
             anchor: f64::NAN,
             start_hint: f64::NAN,
             held: Vec::new(),
@@ -259,6 +265,9 @@ impl NodeBins {
         self.fold(i, v, newest);
         if !v[RSS].is_nan() && (self.peak_rss.is_nan() || v[RSS] > self.peak_rss) {
             self.peak_rss = v[RSS];
+        }
+        if !v[HWM].is_nan() && (self.peak_hwm.is_nan() || v[HWM] > self.peak_hwm) {
+            self.peak_hwm = v[HWM];
         }
         Ok(())
     }

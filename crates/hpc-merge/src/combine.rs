@@ -477,16 +477,26 @@ impl Series {
     }
 }
 
-/// Adds each node's peak RSS and the job's I/O and energy totals.
+/// Adds each node's peak RSS and high-water mark and the job's I/O and
+/// energy totals.
 fn insert_node_peaks_and_totals(extra: &mut Map<String, Value>, with_data: &[&NodeStat]) {
     let mut by_node = Map::new();
+    let mut hwm_by_node = Map::new();
     for n in with_data {
         if let Some(p) = n.summary.peak_rss_mb {
             by_node.insert(n.host.clone(), num(p));
         }
+        if let Some(h) = n.summary.extra.get("hwm_mb") {
+            hwm_by_node.insert(n.host.clone(), h.clone());
+        }
     }
-    if !by_node.is_empty() {
-        extra.insert("peak_rss_mb_by_node".into(), Value::Object(by_node));
+    for (name, map) in [
+        ("peak_rss_mb_by_node", by_node),
+        ("hwm_mb_by_node", hwm_by_node),
+    ] {
+        if !map.is_empty() {
+            extra.insert(name.into(), Value::Object(map));
+        }
     }
     for (ti, name) in TOTAL_NAMES.iter().enumerate() {
         let vals: Vec<f64> = with_data.iter().filter_map(|n| n.totals[ti]).collect();
@@ -704,6 +714,9 @@ pub(crate) fn fold_node(
         extra.insert("req_mem_mb".into(), num(r));
     }
     place.insert_into(&mut extra, b.samples, b.duplicates);
+    if !b.peak_hwm.is_nan() {
+        extra.insert("hwm_mb".into(), num(round6(b.peak_hwm)));
+    }
     let summary = Summary {
         job_id: String::new(),
         host: Some(n.host.clone()),

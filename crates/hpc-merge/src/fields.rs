@@ -118,6 +118,7 @@ pub(crate) const fn idx(name: &str) -> usize {
 }
 
 pub(crate) const RSS: usize = idx("rss_mb");
+pub(crate) const HWM: usize = idx("hwm_mb");
 pub(crate) const CORES: usize = idx("cpu_cores");
 pub(crate) const READ_MBPS: usize = idx("read_mbps");
 pub(crate) const WRITE_MBPS: usize = idx("write_mbps");

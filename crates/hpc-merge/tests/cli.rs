@@ -618,3 +618,40 @@ fn file_names_are_escaped_and_a_full_stderr_does_not_panic() {
     assert_eq!(c(&["/nonexistent/x.ndjson"]), Some(1));
     assert_eq!(c(&["--grid", "0"]), Some(2));
 }
+
+/// A node whose memory spiked between two samples: its sampled RSS peak is
+/// below another node's, but the kernel's high-water mark (`hwm_mb`) kept
+/// the spike. Each node's largest high-water mark is in its summary and in
+/// the job-wide `hwm_mb_by_node` (what hpc-flags names the node that ran out
+/// by).
+#[test]
+fn each_nodes_high_water_mark_is_kept_beside_its_sampled_peak() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (host, rss, spike) in [("n1", 400.0, 410.0), ("n2", 300.0, 1024.0)] {
+        let mut lines = node_lines(host, 0.0, 20, 1.0, 1.0, rss / 2.0);
+        for (i, l) in lines.iter_mut().enumerate().skip(1) {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            let hwm = if i >= 15 { spike } else { rss / 2.0 };
+            v["hwm_mb"] = hwm.into();
+            *l = v.to_string();
+        }
+        files.push(write(
+            dir.path(),
+            &format!("{host}.ndjson"),
+            &(lines.join("\n") + "\n"),
+        ));
+    }
+    let (code, out, err) = TOOL.cli(&[&files[0], &files[1]], "");
+    assert_eq!(code, 0, "{err}");
+    let s = job_summary(&out);
+    let peaks = s["peak_rss_mb_by_node"].as_object().unwrap();
+    assert!(peaks["n1"].as_f64() > peaks["n2"].as_f64(), "{s}");
+    assert_eq!(s["hwm_mb_by_node"]["n1"], 410.0, "{s}");
+    assert_eq!(s["hwm_mb_by_node"]["n2"], 1024.0, "{s}");
+    let n2 = records(&out)
+        .into_iter()
+        .find(|v| v["kind"] == "summary" && v["host"] == "n2")
+        .unwrap();
+    assert_eq!(n2["hwm_mb"], 1024.0, "{n2}");
+}
