@@ -4,6 +4,37 @@
 //! Every parser takes the text of one field and returns a typed value or a
 //! short reason, so callers can report `line N: Field 'x': reason`.
 
+/// The sacct fields hpc-ingest asks for (`hpc-ingest --sacct-format`
+/// prints them), in order; hpc-testkit's generator writes the same.
+pub const SACCT_FIELDS: &[&str] = &[
+    "Cluster",
+    "JobID",
+    "JobIDRaw",
+    "User",
+    "Group",
+    "Account",
+    "Partition",
+    "JobName",
+    "State",
+    "ExitCode",
+    "Submit",
+    "Start",
+    "End",
+    "Elapsed",
+    "ElapsedRaw",
+    "Timelimit",
+    "AllocCPUS",
+    "AllocTRES",
+    "NNodes",
+    "NTasks",
+    "NodeList",
+    "ReqMem",
+    "MaxRSS",
+    "TotalCPU",
+    "TRESUsageInMax",
+    "TRESUsageInAve",
+];
+
 /// How a memory request scales, from the old `n`/`c` suffixes of `ReqMem`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemScope {

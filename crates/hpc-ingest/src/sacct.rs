@@ -4,35 +4,7 @@
 use hpc_core::record::Job;
 use hpc_core::slurm::{self, Limit};
 
-/// The sacct fields hpc-ingest asks for (`--sacct-format` prints them).
-pub const SACCT_FIELDS: &[&str] = &[
-    "Cluster",
-    "JobID",
-    "JobIDRaw",
-    "User",
-    "Group",
-    "Account",
-    "Partition",
-    "JobName",
-    "State",
-    "ExitCode",
-    "Submit",
-    "Start",
-    "End",
-    "Elapsed",
-    "ElapsedRaw",
-    "Timelimit",
-    "AllocCPUS",
-    "AllocTRES",
-    "NNodes",
-    "NTasks",
-    "NodeList",
-    "ReqMem",
-    "MaxRSS",
-    "TotalCPU",
-    "TRESUsageInMax",
-    "TRESUsageInAve",
-];
+pub use hpc_core::slurm::SACCT_FIELDS;
 
 /// How many of [`SACCT_FIELDS`] there were before the GPU usage columns:
 /// a headerless input with that many columns has the older list.

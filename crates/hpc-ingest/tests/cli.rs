@@ -553,15 +553,6 @@ fn sacct_format_lists_the_fields() {
     assert!(s.contains("MaxRSS") && s.contains("TotalCPU") && s.contains("AllocTRES"));
 }
 
-/// The generator of hpc-testkit writes the columns hpc-ingest asks for.
-#[test]
-fn the_generator_writes_the_fields_ingest_asks_for() {
-    assert_eq!(
-        hpc_testkit::sacct_gen::SACCT_FIELDS,
-        hpc_ingest::sacct::SACCT_FIELDS
-    );
-}
-
 #[test]
 fn closed_pipe_exits_quietly() {
     let dir = tempfile::tempdir().unwrap();

@@ -6,36 +6,8 @@
 
 use std::io::Write;
 
-/// The columns written, in order: hpc-ingest's `SACCT_FIELDS` (its tests
-/// check that the two stay the same).
-pub const SACCT_FIELDS: &[&str] = &[
-    "Cluster",
-    "JobID",
-    "JobIDRaw",
-    "User",
-    "Group",
-    "Account",
-    "Partition",
-    "JobName",
-    "State",
-    "ExitCode",
-    "Submit",
-    "Start",
-    "End",
-    "Elapsed",
-    "ElapsedRaw",
-    "Timelimit",
-    "AllocCPUS",
-    "AllocTRES",
-    "NNodes",
-    "NTasks",
-    "NodeList",
-    "ReqMem",
-    "MaxRSS",
-    "TotalCPU",
-    "TRESUsageInMax",
-    "TRESUsageInAve",
-];
+/// The columns written, in order: hpc-ingest's.
+pub use hpc_core::slurm::SACCT_FIELDS;
 
 /// A small deterministic pseudo-random generator (xorshift64*).
 #[derive(Debug, Clone)]
