@@ -217,8 +217,7 @@ pub fn put_spool(
         } else {
             "done"
         });
-        move_no_clobber(&path, &dest_dir)?;
-        give_to_spool_owner(&dest_dir, dir)?;
+        move_no_clobber(&path, &dest_dir, dir)?;
         total += rep;
         total.files += 1;
     }
@@ -247,28 +246,6 @@ fn already_moved(path: &Path, dir: &Path) -> Result<bool> {
         }
     }
     Ok(false)
-}
-
-/// Root loading a user's folder hands the `done/` or `rejected/` it
-/// created to the folder's owner, who can then read and clear it.
-fn give_to_spool_owner(sub: &Path, dir: &Path) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(());
-    }
-    let (Ok(folder), Ok(made)) = (fs::metadata(dir), fs::symlink_metadata(sub)) else {
-        return Ok(());
-    };
-    if made.is_dir() && (made.uid(), made.gid()) != (folder.uid(), folder.gid()) {
-        nix::unistd::chown(
-            sub,
-            Some(nix::unistd::Uid::from_raw(folder.uid())),
-            Some(nix::unistd::Gid::from_raw(folder.gid())),
-        )
-        .map_err(std::io::Error::from)
-        .ctx(|| format!("cannot give {} to the spool's owner", shown(sub)))?;
-    }
-    Ok(())
 }
 
 /// Whose spool files a run loads: the loading user's own; for root (the
@@ -329,27 +306,82 @@ fn open_spool_file(
     Ok(Some(file))
 }
 
-/// Moves `path` into `dir` under its own name, or `NAME.1`, `NAME.2`, ...
-/// when that is taken: an earlier file is never replaced.
-fn move_no_clobber(path: &Path, dir: &Path) -> Result<PathBuf> {
-    hpc_core::paths::create_private_dir(dir)?;
+/// Moves `path` into the folder `sub` of the spool `spool` under its own
+/// name, or `NAME.1`, `NAME.2`, ... when that is taken: an earlier file is
+/// never replaced. The folder is made 0700 when missing and is reached
+/// through a descriptor opened without following links: the spool's owner
+/// may swap `sub` for a link at any moment, and a root loader must not
+/// link a file into, or hand over, whatever it points to. Root gives the
+/// folder to the spool's owner, who can then read and clear it.
+fn move_no_clobber(path: &Path, sub: &Path, spool: &Path) -> Result<PathBuf> {
+    use nix::{fcntl::AtFlags, unistd::linkat};
+    use std::os::fd::AsRawFd;
+    let folder = open_subdir(sub)?;
+    if nix::unistd::geteuid().is_root() {
+        give_to_owner(&folder, sub, spool);
+    }
     let name = path.file_name().expect("a spool entry has a name");
-    let mut dest = dir.join(name);
+    let mut dest = PathBuf::from(name);
     for n in 1u32.. {
-        match fs::hard_link(path, &dest) {
+        match linkat(
+            None,
+            path,
+            Some(folder.as_raw_fd()),
+            &dest,
+            AtFlags::empty(),
+        ) {
             Ok(()) => break,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(nix::errno::Errno::EEXIST) => {
                 let mut alt = name.to_os_string();
                 alt.push(format!(".{n}"));
-                dest = dir.join(alt);
+                dest = PathBuf::from(alt);
             }
             Err(e) => {
-                return Err(e).ctx(|| format!("cannot move {} to {}", shown(path), shown(&dest)))
+                return Err(std::io::Error::from(e))
+                    .ctx(|| format!("cannot move {} to {}", shown(path), shown(&sub.join(&dest))))
             }
         }
     }
     fs::remove_file(path).ctx(|| format!("cannot remove {} after moving it", shown(path)))?;
-    Ok(dest)
+    Ok(sub.join(dest))
+}
+
+/// Opens the spool folder `sub` (made 0700 when missing), refusing a link
+/// or anything but a folder.
+fn open_subdir(sub: &Path) -> Result<fs::File> {
+    use nix::fcntl::OFlag;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    match fs::DirBuilder::new().mode(0o700).create(sub) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            return Err(e).ctx(|| format!("cannot create {}", shown(sub)))
+        }
+        _ => {}
+    }
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW).bits())
+        .open(sub)
+        .ctx(|| format!("cannot open {} as a folder (not a link)", shown(sub)))
+}
+
+/// Root hands the spool folder `folder` (opened from `sub`) to the owner
+/// of `spool`, through its descriptor; a failure is noted, not fatal (the
+/// file is stored and moved).
+fn give_to_owner(folder: &fs::File, sub: &Path, spool: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(owner), Ok(made)) = (fs::metadata(spool), folder.metadata()) else {
+        return;
+    };
+    if (made.uid(), made.gid()) == (owner.uid(), owner.gid()) {
+        return;
+    }
+    if let Err(e) = std::os::unix::fs::fchown(folder, Some(owner.uid()), Some(owner.gid())) {
+        hpc_core::note!(
+            "hpc-store: cannot give {} to the spool's owner (uid {}): {e}",
+            shown(sub),
+            owner.uid()
+        );
+    }
 }
 
 /// Writes the `status` lines.

@@ -346,10 +346,35 @@ fn root_loads_the_files_of_the_spool_folders_owner() {
     assert!(spool.join("done/42.ndjson").exists(), "{err}");
     assert_eq!(count_jobs(&db), 3, "{err}");
     // The folder root made in alice's spool is alice's, still private.
-    use std::os::unix::fs::MetadataExt;
     let done = fs::metadata(spool.join("done")).unwrap();
     assert_eq!(done.uid(), 65534, "done/ belongs to the spool's owner");
     assert_eq!(done.mode() & 0o077, 0, "{:o}", done.mode());
+}
+
+// The spool's owner can swap `done/` for a link at any time: a loader (root
+// over a user's folder) never links a file into, nor hands over, what the
+// link points to. The file is stored, stays in the spool, and the run fails
+// naming the folder.
+#[test]
+fn a_done_folder_that_is_a_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spool = dir.path().join("spool");
+    let elsewhere = dir.path().join("elsewhere");
+    fs::create_dir(&spool).unwrap();
+    fs::create_dir(&elsewhere).unwrap();
+    symlink(&elsewhere, spool.join("done")).unwrap();
+    fs::write(spool.join("42.ndjson"), some_jobs(2)).unwrap();
+    let before = fs::metadata(&elsewhere).unwrap();
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("as a folder (not a link)"), "{err}");
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0, "{err}");
+    assert!(spool.join("42.ndjson").exists(), "left in place: {err}");
+    let after = fs::metadata(&elsewhere).unwrap();
+    assert_eq!((before.uid(), before.gid()), (after.uid(), after.gid()));
+    assert_eq!(count_jobs(&db), 2, "{err}");
 }
 
 // Items 4, 11, 12: odd entries are reported (escaped) and left alone; the
