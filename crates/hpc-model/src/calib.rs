@@ -598,17 +598,27 @@ impl Calibrated {
     /// kept within the score thresholds of the levels a x [`LEVEL_SPAN`]
     /// (at most 0.5) and a / [`LEVEL_SPAN`] (at least the stated risk /
     /// 100). With too few prices for the rank, the threshold is that of a.
+    /// The level is a itself then, a bound's level at a bound, else the
+    /// conformal level of the threshold among the earlier scores, kept
+    /// within the two bounds' levels.
     pub fn sized(&self, p: &Pred, l: &Level) -> (f64, f64) {
         let s = &self.sizer;
-        let z = match s.prices.quantile(l.level) {
-            Some(t) => {
-                let lo = s.quantile((l.level * LEVEL_SPAN).min(0.5));
-                let hi = s.quantile((l.level / LEVEL_SPAN).max(l.risk / 100.0));
-                p.score_at_price(t).clamp(lo, hi.max(lo))
-            }
-            None => s.quantile(l.level),
+        let Some(t) = s.prices.quantile(l.level) else {
+            return (s.quantile(l.level), l.level);
         };
-        (z, s.scores.level_of(z))
+        let (most, least) = (
+            (l.level * LEVEL_SPAN).min(0.5),
+            (l.level / LEVEL_SPAN).max(l.risk / 100.0),
+        );
+        let (lo, hi) = (s.quantile(most), s.quantile(least));
+        let z = p.score_at_price(t);
+        if z <= lo {
+            (lo, most)
+        } else if z >= hi {
+            (hi.max(lo), least)
+        } else {
+            (z, s.scores.level_of(z).clamp(least, most))
+        }
     }
 
     /// Scores `advice` (from [`Calibrated::advise`] for this job) against
@@ -820,6 +830,32 @@ mod tests {
         // Over the replay the share that ran out is the stated 2 %.
         let share = l.missed as f64 / l.sized as f64;
         assert!((0.01..=0.03).contains(&share), "{l:?}");
+    }
+
+    #[test]
+    fn with_too_few_scores_for_the_rank_the_level_is_the_adapted_one() {
+        let mut c = Calibrated::new(
+            &[0.01],
+            Rounding {
+                floor: 1.0,
+                step: 1.0,
+            },
+        );
+        for i in 0..30 {
+            c.replay([Seen {
+                group: "g",
+                input: None,
+                value: 1000.0 * (1.0 + 0.05 * (i % 7) as f64),
+                censored: false,
+                weight: 1.0,
+                request: None,
+            }]);
+        }
+        let (p, _) = c.advise("g", None, None).unwrap();
+        let l = c.levels[0];
+        assert!(c.sizer.scores.sorted.len() < 90, "too few for 1 %");
+        // Not 1 / (m + 1) of a couple of dozen scores: the level sized at.
+        assert_eq!(c.sized(&p, &l).1, l.level, "{l:?}");
     }
 
     #[test]

@@ -218,11 +218,10 @@ fn level_note(l: &Level, at: f64, resource: Resource) -> (f64, String) {
     let mut why = Vec::new();
     if (l.level - l.risk).abs() > 0.05 * l.risk {
         why.push(format!(
-            "of {} earlier jobs this history sized, {} ran out, {} than stated, so the online calibration {} the level to {} %",
+            "of {} earlier jobs this history sized, {} ran out ({} %), and the online calibration has the level at {} %",
             l.sized,
             l.missed,
-            if l.level > l.risk { "fewer" } else { "more" },
-            if l.level > l.risk { "raised" } else { "lowered" },
+            percent(l.missed as f64 / l.sized.max(1) as f64),
             percent(l.level)
         ));
     }
@@ -243,14 +242,14 @@ fn level_note(l: &Level, at: f64, resource: Resource) -> (f64, String) {
             "every job is sized where one more unit of risk saves the same {saves}, and this one is expected {costs}, or to vary {varies}, than the typical job of this history, so it takes {share} share of the risk"
         ));
     }
-    (
-        at,
-        format!(
-            "{stated} % risk overall, this job sized at the {} % level: {}",
-            percent(at),
-            why.join("; ")
-        ),
-    )
+    let mut said = format!(
+        "{stated} % risk overall, this job sized at the {} % level",
+        percent(at)
+    );
+    if !why.is_empty() {
+        said = format!("{said}: {}", why.join("; "));
+    }
+    (at, said)
 }
 
 /// Memory: the calibrated sizer over the history, else the fitted model,

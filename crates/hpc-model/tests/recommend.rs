@@ -125,11 +125,11 @@ fn a_cheap_job_takes_a_smaller_share_of_the_risk_and_the_note_says_so() {
     assert!(b.note.contains("1 % risk overall"), "{}", b.note);
     assert!(b.note.contains("a smaller share of the risk"), "{}", b.note);
     assert!(b.note.contains("to cost less memory-time"), "{}", b.note);
-    // None of the 88 jobs the replay sized ran out: the level was raised,
-    // and the note gives the level it reached.
+    // None of the 88 jobs the replay sized ran out: the note says so and
+    // gives the level the calibration reached.
     assert!(
         b.note.contains(
-            "0 ran out, fewer than stated, so the online calibration raised the level to"
+            "of 88 earlier jobs this history sized, 0 ran out (0 %), and the online calibration has the level at"
         ),
         "{}",
         b.note
