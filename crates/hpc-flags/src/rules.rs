@@ -298,12 +298,13 @@ fn oom_node(s: &crate::eval::SummaryFacts) -> Option<String> {
     let rss = &s.peak_rss_mb_by_node;
     let rss_of = |n: &str| rss.get(n).copied().unwrap_or(0.0);
     let hwm = &s.hwm_mb_by_node;
-    if hwm.len() > 1 {
+    // High-water marks decide only when every node with a peak has one.
+    if hwm.len() > 1 && rss.keys().all(|n| hwm.contains_key(n)) {
         let top = hwm.values().copied().fold(f64::MIN, f64::max);
         let (node, h) = hwm
             .iter()
             .filter(|(_, h)| **h >= (1.0 - HWM_TIE) * top)
-            .max_by(|a, b| rss_of(a.0).total_cmp(&rss_of(b.0)))?;
+            .max_by(|a, b| rss_of(a.0).total_cmp(&rss_of(b.0)).then(a.1.total_cmp(b.1)))?;
         let others = hwm
             .iter()
             .filter(|(n, _)| *n != node)
@@ -313,8 +314,16 @@ fn oom_node(s: &crate::eval::SummaryFacts) -> Option<String> {
             .get(node)
             .map(|p| format!(", peak RSS {p:.0} MiB"))
             .unwrap_or_default();
+        let rest = if others > *h {
+            format!(
+                "another node's high-water mark {others:.0} MiB, within {:.0} % of it, with a lower peak RSS",
+                HWM_TIE * 100.0
+            )
+        } else {
+            format!("the other nodes' high-water marks at most {others:.0} MiB")
+        };
         return Some(format!(
-            ", on node {node} (high-water mark {h:.0} MiB{peak}; the other nodes' high-water marks at most {others:.0} MiB)"
+            ", on node {node} (high-water mark {h:.0} MiB{peak}; {rest})"
         ));
     }
     if rss.len() > 1 {

@@ -537,6 +537,21 @@ fn oom_killed_names_the_node_by_its_high_water_mark() {
         near.contains("on node a (high-water mark 1010 MiB"),
         "{near}"
     );
+    assert!(
+        near.contains("another node's high-water mark 1024 MiB, within 2 %"),
+        "{near}"
+    );
+    // Without sampled peaks, the higher mark of a near-tie.
+    let marks = reason_of(r#""hwm_mb_by_node":{"a":1024.0,"b":1010.0}"#);
+    assert!(
+        marks.contains("on node a (high-water mark 1024 MiB;"),
+        "{marks}"
+    );
+    // A node with a peak but no mark: the sampled peaks decide.
+    let partial = reason_of(&format!(
+        r#"{peaks},"hwm_mb_by_node":{{"b":1024.0,"c":5.0}}"#
+    ));
+    assert!(partial.contains("on node a (peak 700 MiB"), "{partial}");
 }
 
 #[test]
