@@ -74,7 +74,10 @@ def solve_price(priced, risk):
             lo = t
         else:
             hi = t
-    return priced(hi)
+    got = priced(hi)
+    if got[0] > risk:
+        print(f"oracle.py: no price keeps the share run out at {risk}", file=sys.stderr)
+    return got
 
 
 def report(name, jobs, risk):
@@ -107,7 +110,7 @@ def report(name, jobs, risk):
         out = []
         for g, _, _ in jobs:
             mean, sd = fit[g]
-            z = score_at_price(mean + run[g], max(sd, 0.05), t)
+            z = score_at_price(mean + run[g], max(sd, 0.05), t)  # sd 0: any z fits
             out.append(min(0.5, max(1e-12, 1 - NORMAL.cdf(z))))
         return at(out)
 
