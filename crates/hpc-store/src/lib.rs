@@ -217,7 +217,10 @@ pub fn put_spool(
         } else {
             "done"
         });
-        move_no_clobber(&path, &dest_dir, dir)?;
+        {
+            let _as_owner = AsOwner::of(dir);
+            move_no_clobber(&path, &dest_dir)?;
+        }
         total += rep;
         total.files += 1;
     }
@@ -306,20 +309,15 @@ fn open_spool_file(
     Ok(Some(file))
 }
 
-/// Moves `path` into the folder `sub` of the spool `spool` under its own
-/// name, or `NAME.1`, `NAME.2`, ... when that is taken: an earlier file is
-/// never replaced. The folder is made 0700 when missing and is reached
-/// through a descriptor opened without following links: the spool's owner
-/// may swap `sub` for a link at any moment, and a root loader must not
-/// link a file into, or hand over, whatever it points to. Root gives the
-/// folder to the spool's owner, who can then read and clear it.
-fn move_no_clobber(path: &Path, sub: &Path, spool: &Path) -> Result<PathBuf> {
+/// Moves `path` into the spool's folder `sub` under its own name, or
+/// `NAME.1`, `NAME.2`, ... when that is taken: an earlier file is never
+/// replaced. The folder is made 0700 when missing and is reached through a
+/// descriptor opened without following links (the spool's owner may swap
+/// `sub` for a link at any moment).
+fn move_no_clobber(path: &Path, sub: &Path) -> Result<PathBuf> {
     use nix::{fcntl::AtFlags, unistd::linkat};
     use std::os::fd::AsRawFd;
     let folder = open_subdir(sub)?;
-    if nix::unistd::geteuid().is_root() {
-        give_to_owner(&folder, sub, spool);
-    }
     let name = path.file_name().expect("a spool entry has a name");
     let mut dest = PathBuf::from(name);
     for n in 1u32.. {
@@ -364,23 +362,34 @@ fn open_subdir(sub: &Path) -> Result<fs::File> {
         .ctx(|| format!("cannot open {} as a folder (not a link)", shown(sub)))
 }
 
-/// Root hands the spool folder `folder` (opened from `sub`) to the owner
-/// of `spool`, through its descriptor; a failure is noted, not fatal (the
-/// file is stored and moved).
-fn give_to_owner(folder: &fs::File, sub: &Path, spool: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    let (Ok(owner), Ok(made)) = (fs::metadata(spool), folder.metadata()) else {
-        return;
-    };
-    if (made.uid(), made.gid()) == (owner.uid(), owner.gid()) {
-        return;
+/// While alive, a root loader's file-system identity (this thread's) is
+/// that of the owner of the user's spool folder it works in: the `done/`
+/// and `rejected/` it makes are the owner's, and it reaches only what the
+/// owner could, whatever the owner put in the folder. Nothing for a loader
+/// that is not root, or in root's own folder.
+struct AsOwner {
+    uid: nix::unistd::Uid,
+    gid: nix::unistd::Gid,
+}
+
+impl AsOwner {
+    fn of(dir: &Path) -> Option<AsOwner> {
+        use nix::unistd::{setfsgid, setfsuid, Gid, Uid};
+        use std::os::unix::fs::MetadataExt;
+        let m = fs::metadata(dir).ok()?;
+        if !nix::unistd::geteuid().is_root() || m.uid() == 0 {
+            return None;
+        }
+        let gid = setfsgid(Gid::from_raw(m.gid()));
+        let uid = setfsuid(Uid::from_raw(m.uid()));
+        Some(AsOwner { uid, gid })
     }
-    if let Err(e) = std::os::unix::fs::fchown(folder, Some(owner.uid()), Some(owner.gid())) {
-        hpc_core::note!(
-            "hpc-store: cannot give {} to the spool's owner (uid {}): {e}",
-            shown(sub),
-            owner.uid()
-        );
+}
+
+impl Drop for AsOwner {
+    fn drop(&mut self) {
+        nix::unistd::setfsuid(self.uid);
+        nix::unistd::setfsgid(self.gid);
     }
 }
 

@@ -349,6 +349,34 @@ fn root_loads_the_files_of_the_spool_folders_owner() {
     let done = fs::metadata(spool.join("done")).unwrap();
     assert_eq!(done.uid(), 65534, "done/ belongs to the spool's owner");
     assert_eq!(done.mode() & 0o077, 0, "{:o}", done.mode());
+    // Alice's `done/` is a folder of another user (moved in, say): root
+    // moves her files as her, so nothing lands in it and the run fails.
+    let other = spool.join("done");
+    fs::remove_dir_all(&other).unwrap();
+    fs::create_dir(&other).unwrap();
+    assert!(Command::new("chown")
+        .arg("65533")
+        .arg(&other)
+        .status()
+        .unwrap()
+        .success());
+    fs::set_permissions(&other, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::write(&theirs, some_jobs(3)).unwrap();
+    assert!(Command::new("chown")
+        .arg("65534")
+        .arg(&theirs)
+        .status()
+        .unwrap()
+        .success());
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("alice/done") && err.contains("Permission denied"),
+        "{err}"
+    );
+    assert_eq!(fs::read_dir(&other).unwrap().count(), 0, "{err}");
+    assert!(theirs.exists(), "left in place: {err}");
 }
 
 // The spool's owner can swap `done/` for a link at any time: a loader (root
