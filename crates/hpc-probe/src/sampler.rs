@@ -659,9 +659,15 @@ impl Sampler {
         } else {
             ProcSums::default()
         };
-        let cpu_total = self.put_cpu(&mut s, &sum, &cg, plan);
-        self.put_memory(&mut s, &sum, &cg, plan, detail);
-        self.put_threads(&mut s, &sum, &cg, plan, detail);
+        let r = Reading {
+            sum: &sum,
+            cg: &cg,
+            plan,
+            detail,
+        };
+        let cpu_total = self.put_cpu(&mut s, &r);
+        self.put_memory(&mut s, &r);
+        self.put_threads(&mut s, &r);
         if n.is_none() && (s.threads == Some(0) || self.cgroup_gone) {
             self.list_only();
             n = Some(self.listed);
@@ -671,7 +677,7 @@ impl Sampler {
             self.seen_any |= n > 0;
             s.procs = Some(n as u32);
         }
-        let io_now = self.put_io(&mut s, &sum, &cg, plan, detail);
+        let io_now = self.put_io(&mut s, &r);
         put_perf(&mut s, &sum.perf);
         if let Some(g) = &mut self.gpus {
             g.read_into(&mut s, &self.accepted);
@@ -780,17 +786,17 @@ impl Sampler {
     /// Fills the CPU times of `s`: the cgroup's when it gives them (the
     /// last ones read once its file is gone), else the processes'. Returns
     /// the CPU seconds the busy cores are derived from.
-    fn put_cpu(&mut self, s: &mut Sample, sum: &ProcSums, cg: &CgCounters, plan: Figures) -> f64 {
+    fn put_cpu(&mut self, s: &mut Sample, r: &Reading) -> f64 {
         let tck = self.cfg.clk_tck;
-        let mut user_s = sum.user.saturating_add(self.dead_user) as f64 / tck;
-        let mut sys_s = sum.sys.saturating_add(self.dead_sys) as f64 / tck;
+        let mut user_s = r.sum.user.saturating_add(self.dead_user) as f64 / tck;
+        let mut sys_s = r.sum.sys.saturating_add(self.dead_sys) as f64 / tck;
         let mut cpu_total = user_s + sys_s;
-        if plan.has(Figure::Cpu) {
-            match (cg.user_s, cg.sys_s) {
+        if r.plan.has(Figure::Cpu) {
+            match (r.cg.user_s, r.cg.sys_s) {
                 (Some(u), Some(sy)) => {
                     user_s = u;
                     sys_s = sy;
-                    cpu_total = cg.cpu_s.unwrap_or(u + sy);
+                    cpu_total = r.cg.cpu_s.unwrap_or(u + sy);
                     self.cg_cpu_total = cpu_total;
                 }
                 _ => {
@@ -813,56 +819,42 @@ impl Sampler {
     /// anonymous plus shared memory, the page cache apart, the peak from
     /// the cgroup's high-water mark where it has one, else the running
     /// maximum of the RSS. Else the processes' sums, as before.
-    fn put_memory(
-        &mut self,
-        s: &mut Sample,
-        sum: &ProcSums,
-        cg: &CgCounters,
-        plan: Figures,
-        detail: bool,
-    ) {
+    fn put_memory(&mut self, s: &mut Sample, r: &Reading) {
         let mut rss_mb = None;
-        if plan.has(Figure::Memory) {
-            rss_mb = cg.rss_bytes.map(|b| b as f64 / MB);
-            s.page_cache_mb = cg.cache_bytes.map(|b| round3(b as f64 / MB));
-        } else if detail {
-            rss_mb = Some(sum.rss_pages as f64 * self.cfg.page_size as f64 / MB);
+        if r.plan.has(Figure::Memory) {
+            rss_mb = r.cg.rss_bytes.map(|b| b as f64 / MB);
+            s.page_cache_mb = r.cg.cache_bytes.map(|b| round3(b as f64 / MB));
+        } else if r.detail {
+            rss_mb = Some(r.sum.rss_pages as f64 * self.cfg.page_size as f64 / MB);
         }
         s.rss_mb = rss_mb.map(round3);
-        if plan.has(Figure::Peak) {
-            if let Some(p) = cg.peak_bytes {
+        if r.plan.has(Figure::Peak) {
+            if let Some(p) = r.cg.peak_bytes {
                 self.hwm_mb = self.hwm_mb.max(p as f64 / MB);
             }
-        } else if !plan.has(Figure::Memory) && detail {
-            self.hwm_mb = self.hwm_mb.max(sum.hwm_kb as f64 / 1024.0);
+        } else if !r.plan.has(Figure::Memory) && r.detail {
+            self.hwm_mb = self.hwm_mb.max(r.sum.hwm_kb as f64 / 1024.0);
         }
         self.hwm_mb = self.hwm_mb.max(rss_mb.unwrap_or(0.0));
         if rss_mb.is_some() || self.hwm_mb > 0.0 {
             s.hwm_mb = Some(round3(self.hwm_mb));
         }
-        s.swap_mb = if plan.has(Figure::Swap) {
-            cg.swap_bytes.map(|b| round3(b as f64 / MB))
-        } else if detail {
-            Some(round3(sum.swap_kb as f64 / 1024.0))
+        s.swap_mb = if r.plan.has(Figure::Swap) {
+            r.cg.swap_bytes.map(|b| round3(b as f64 / MB))
+        } else if r.detail {
+            Some(round3(r.sum.swap_kb as f64 / 1024.0))
         } else {
             None
         };
-        s.pss_mb = sum.pss_kb.map(|p| round3(p as f64 / 1024.0));
+        s.pss_mb = r.sum.pss_kb.map(|p| round3(p as f64 / 1024.0));
     }
 
     /// Fills the thread count of `s`: the cgroup's tasks (slurmstepd's and
-    /// the probe's own taken out), else the processes' threads on detail
+    /// the probe's own taken out), else the processes' threads on r.detail
     /// samples.
-    fn put_threads(
-        &mut self,
-        s: &mut Sample,
-        sum: &ProcSums,
-        cg: &CgCounters,
-        plan: Figures,
-        detail: bool,
-    ) {
-        let threads = if plan.has(Figure::Tasks) {
-            cg.tasks.map(|t| {
+    fn put_threads(&mut self, s: &mut Sample, r: &Reading) {
+        let threads = if r.plan.has(Figure::Tasks) {
+            r.cg.tasks.map(|t| {
                 let own = if self.self_listed {
                     self.own_threads()
                 } else {
@@ -870,8 +862,8 @@ impl Sampler {
                 };
                 t.saturating_sub(self.skipped_tasks).saturating_sub(own)
             })
-        } else if detail {
-            Some(sum.threads)
+        } else if r.detail {
+            Some(r.sum.threads)
         } else {
             None
         };
@@ -879,33 +871,26 @@ impl Sampler {
     }
 
     /// Fills the cumulative I/O of `s`: the cgroup's when it gives it (the
-    /// last one read once its file is gone), else the processes' on detail
+    /// last one read once its file is gone), else the processes' on r.detail
     /// samples, once any has shown I/O. Returns whether I/O was read now.
-    fn put_io(
-        &mut self,
-        s: &mut Sample,
-        sum: &ProcSums,
-        cg: &CgCounters,
-        plan: Figures,
-        detail: bool,
-    ) -> bool {
+    fn put_io(&mut self, s: &mut Sample, r: &Reading) -> bool {
         let mut now = false;
-        if plan.has(Figure::Io) {
-            if let (Some(r), Some(w)) = (cg.read_bytes, cg.write_bytes) {
+        if r.plan.has(Figure::Io) {
+            if let (Some(r), Some(w)) = (r.cg.read_bytes, r.cg.write_bytes) {
                 self.out_read = self.out_read.max(r);
                 self.out_write = self.out_write.max(w);
                 now = true;
             }
             self.io_seen = true;
-        } else if detail {
-            now = sum.any_io || self.io_seen;
+        } else if r.detail {
+            now = r.sum.any_io || self.io_seen;
             self.io_seen = now;
             if now {
-                self.out_read = self.out_read.max(sum.read);
-                self.out_write = self.out_write.max(sum.write);
+                self.out_read = self.out_read.max(r.sum.read);
+                self.out_write = self.out_write.max(r.sum.write);
             }
         }
-        if self.io_seen && (now || plan.has(Figure::Io)) {
+        if self.io_seen && (now || r.plan.has(Figure::Io)) {
             s.read_mb = Some(round3(self.out_read as f64 / MB));
             s.write_mb = Some(round3(self.out_write as f64 / MB));
         }
@@ -1064,6 +1049,16 @@ impl Sampler {
         put("write_mb", io);
         m
     }
+}
+
+/// What one sample is made from: the processes' sums (zero without
+/// detail), the cgroup's counters, which figures the cgroup gives, and
+/// whether this is a detail sample.
+struct Reading<'a> {
+    sum: &'a ProcSums,
+    cg: &'a CgCounters,
+    plan: Figures,
+    detail: bool,
 }
 
 /// The watched processes' counters summed over one round.

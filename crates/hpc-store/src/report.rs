@@ -575,6 +575,18 @@ mod tests {
         }
     }
 
+    /// The rows of `raws` by `by`, with no group file.
+    fn rows(by: By, raws: Vec<RawRow>) -> Vec<Row> {
+        finish(by, raws, &Groups::new()).unwrap().0
+    }
+
+    /// `rows` written in `format`.
+    fn rendered(by: By, rows: &[Row], format: Format) -> String {
+        let mut out = Vec::new();
+        write(&mut out, by, rows, format).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
     #[test]
     fn quantiles_interpolate() {
         let v = [1.0, 2.0, 3.0, 4.0, 5.0];
@@ -608,13 +620,10 @@ mod tests {
 
     #[test]
     fn nodes_split_hours_and_count_jobs_each() {
-        let rows = finish(
+        let rows = rows(
             By::Node,
             vec![raw("n[1-2]", "", 1.0, 10.0), raw("n2", "", 1.0, 1.0)],
-            &Groups::new(),
-        )
-        .unwrap()
-        .0;
+        );
         let n2 = rows.iter().find(|r| r.key == "n2").unwrap();
         assert_eq!((n2.sums.jobs, n2.sums.cpu_h), (2.0, 6.0));
         let n1 = rows.iter().find(|r| r.key == "n1").unwrap();
@@ -623,44 +632,30 @@ mod tests {
 
     #[test]
     fn table_fits_80_columns_and_escapes_keys() {
-        let rows = finish(
+        let long = rows(
             By::User,
             vec![
                 raw("a-very-long-user-name-indeed", "", 123456.0, 12345678.6),
                 raw("x\u{1b}[31m", "", 1.0, 1.0),
             ],
-            &Groups::new(),
-        )
-        .unwrap()
-        .0;
-        let mut out = Vec::new();
-        write(&mut out, By::User, &rows, Format::Table).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        );
+        let text = rendered(By::User, &long, Format::Table);
         for l in text.lines() {
             assert!(l.chars().count() <= 80, "{l:?} is {} wide", l.len());
         }
         assert!(!text.contains('\u{1b}'));
-        let rows = finish(By::User, vec![raw("a|b", "", 1.0, 1.0)], &Groups::new())
-            .unwrap()
-            .0;
-        let mut out = Vec::new();
-        write(&mut out, By::User, &rows, Format::Md).unwrap();
-        assert!(String::from_utf8(out).unwrap().contains("| a\\|b |"));
+        let piped = rows(By::User, vec![raw("a|b", "", 1.0, 1.0)]);
+        assert!(rendered(By::User, &piped, Format::Md).contains("| a\\|b |"));
     }
 
     // Issue 23: one number form per column, `_` between thousands.
     #[test]
     fn table_columns_keep_one_form() {
-        let rows = finish(
+        let both = rows(
             By::User,
             vec![raw("a", "", 1.0, 5462.4), raw("b", "", 2.0, 549_449_000.0)],
-            &Groups::new(),
-        )
-        .unwrap()
-        .0;
-        let mut out = Vec::new();
-        write(&mut out, By::User, &rows, Format::Table).unwrap();
-        let text = String::from_utf8(out).unwrap();
+        );
+        let text = rendered(By::User, &both, Format::Table);
         let cpu_h = |key: &str| {
             let line = text.lines().find(|l| l.starts_with(key)).unwrap();
             line.split_whitespace().nth(2).unwrap().to_owned()
