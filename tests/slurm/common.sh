@@ -5,7 +5,7 @@
 # (pool.sh, flow.sh, multinode.sh) `cluster_up`,
 # `cluster_down` and `report_and_exit`. Those use the caller's `work`
 # folder. run.sh, which also guards the machine's own SLURM, keeps its own
-# cluster_down.
+# cluster_down. flow.sh and multinode.sh start with `flow_start`.
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # here, root and work are the caller's
 
@@ -85,9 +85,42 @@ cluster_down() {
 # trap keeps the status from before the trap, which would report a failed
 # run as passed: hence the explicit codes.)
 report_and_exit() {
-    if [ "$failed" -eq 0 ]; then rm -rf "$work"; else echo "# the files are in $work"; fi
+    if [ "$failed" -eq 0 ]; then
+        rm -rf "${work:-}"
+    elif [ -n "${work:-}" ]; then
+        echo "# the files are in $work"
+    fi
     echo "# $((SECONDS - t_begin)) s in all"
     echo "$passed passed, $failed failed"
     [ "$failed" -eq 0 ] && exit 0
     exit 1
+}
+
+# flow_start NAME: what the scripts of the whole flow (flow.sh,
+# multinode.sh) begin with. Makes `work` (/tmp/hpc-sizer-NAME.XXXXXX) and
+# the `jobs` they submit, which the EXIT trap cancels (with any harvest
+# chain) before the cluster goes down and the count is printed; builds the
+# tools; brings the cluster up; puts the tools first on PATH and the spool
+# and database under `work`.
+flow_start() {
+    work=$(mktemp -d "/tmp/hpc-sizer-$1.XXXXXX")
+    chmod 755 "$work"
+    jobs=()
+    trap flow_finish EXIT
+    trap 'exit 130' INT TERM HUP
+    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
+    (cd "$root" && cargo build -q --no-default-features -p hpc-ingest -p hpc-store -p hpc-probe \
+        -p hpc-merge -p hpc-flags -p hpc-model -p hpc-plot) >&2
+    cluster_up
+    export PATH="$CARGO_TARGET_DIR/debug:$root/bin-wrappers:$PATH"
+    export HPC_SIZER_SPOOL=$work/spool XDG_DATA_HOME=$work/data HPC_SIZER_DB=$work/data/hpc.db
+    mkdir -p "$XDG_DATA_HOME"
+}
+
+flow_finish() {
+    trap - EXIT
+    [ ${#jobs[@]} -eq 0 ] || timeout 30 scancel "${jobs[@]}" >/dev/null 2>&1
+    timeout 30 scancel -n hpc-scheduler >/dev/null 2>&1
+    cluster_down
+    report_and_exit
 }

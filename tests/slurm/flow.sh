@@ -30,29 +30,8 @@ root=$(cd "$here/../.." && pwd)
 # shellcheck source=tests/slurm/common.sh
 . "$here/common.sh"
 
-work=$(mktemp -d /tmp/hpc-sizer-flow.XXXXXX)
-chmod 755 "$work"
-jobs=()
-
-finish() {
-    trap - EXIT
-    [ ${#jobs[@]} -eq 0 ] || timeout 30 scancel "${jobs[@]}" >/dev/null 2>&1
-    timeout 30 scancel -n hpc-scheduler >/dev/null 2>&1
-    cluster_down
-    report_and_exit
-}
-trap finish EXIT
-trap 'exit 130' INT TERM HUP
-
 # ---------------------------------------------------------------- the cluster and the tools
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
-(cd "$root" && cargo build -q --no-default-features -p hpc-ingest -p hpc-store -p hpc-probe \
-    -p hpc-merge -p hpc-flags -p hpc-model) >&2
-if [ -d "$root/crates/hpc-plot" ]; then (cd "$root" && cargo build -q -p hpc-plot) >&2; fi
-cluster_up
-export PATH="$CARGO_TARGET_DIR/debug:$root/bin-wrappers:$PATH"
-export HPC_SIZER_SPOOL=$work/spool XDG_DATA_HOME=$work/data HPC_SIZER_DB=$work/data/hpc.db
-mkdir -p "$XDG_DATA_HOME"
+flow_start flow
 has_recommend=0
 grep -q -e --history <<<"$(hpc-model recommend --help 2>/dev/null)" && has_recommend=1
 has_plot=0

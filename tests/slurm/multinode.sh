@@ -31,30 +31,11 @@ export HPC_TEST_NODES=${HPC_TEST_NODES:-3}
 # shellcheck source=tests/slurm/common.sh
 . "$here/common.sh"
 
-work=$(mktemp -d /tmp/hpc-sizer-multinode.XXXXXX)
-chmod 755 "$work"
-jobs=()
-
-finish() {
-    trap - EXIT
-    [ ${#jobs[@]} -eq 0 ] || timeout 30 scancel "${jobs[@]}" >/dev/null 2>&1
-    cluster_down
-    report_and_exit
-}
-trap finish EXIT
-trap 'exit 130' INT TERM HUP
-
 if [ "$HPC_TEST_NODES" -lt 3 ]; then
     not_ok "HPC_TEST_NODES=$HPC_TEST_NODES: the multi-node tests need 3 nodes or more"
-    exit 1
+    report_and_exit
 fi
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
-(cd "$root" && cargo build -q --no-default-features -p hpc-ingest -p hpc-store -p hpc-probe \
-    -p hpc-merge -p hpc-flags -p hpc-model -p hpc-plot) >&2
-cluster_up
-export PATH="$CARGO_TARGET_DIR/debug:$root/bin-wrappers:$PATH"
-export HPC_SIZER_SPOOL=$work/spool XDG_DATA_HOME=$work/data HPC_SIZER_DB=$work/data/hpc.db
-mkdir -p "$XDG_DATA_HOME"
+flow_start multinode
 mapfile -t nodes < <(sinfo -h -N -o %N | sort -u)
 check "the cluster has $HPC_TEST_NODES nodes, each its own slurmd (${nodes[*]})" \
     [ "${#nodes[@]}" -eq "$HPC_TEST_NODES" ]

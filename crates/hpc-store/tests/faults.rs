@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{chown, symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -331,13 +331,8 @@ fn root_loads_the_files_of_the_spool_folders_owner() {
     fs::write(&theirs, some_jobs(3)).unwrap();
     let stranger = spool.join("43.ndjson");
     fs::write(&stranger, some_jobs(1)).unwrap();
-    for (uid, path) in [("65534", &spool), ("65534", &theirs), ("65533", &stranger)] {
-        assert!(Command::new("chown")
-            .arg(uid)
-            .arg(path)
-            .status()
-            .unwrap()
-            .success());
+    for (uid, path) in [(65534, &spool), (65534, &theirs), (65533, &stranger)] {
+        chown(path, Some(uid), None).unwrap();
     }
     let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
     let err = text(&out.stderr);
@@ -354,20 +349,10 @@ fn root_loads_the_files_of_the_spool_folders_owner() {
     let other = spool.join("done");
     fs::remove_dir_all(&other).unwrap();
     fs::create_dir(&other).unwrap();
-    assert!(Command::new("chown")
-        .arg("65533")
-        .arg(&other)
-        .status()
-        .unwrap()
-        .success());
+    chown(&other, Some(65533), None).unwrap();
     fs::set_permissions(&other, fs::Permissions::from_mode(0o700)).unwrap();
     fs::write(&theirs, some_jobs(3)).unwrap();
-    assert!(Command::new("chown")
-        .arg("65534")
-        .arg(&theirs)
-        .status()
-        .unwrap()
-        .success());
+    chown(&theirs, Some(65534), None).unwrap();
     let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -424,13 +409,7 @@ fn spool_takes_only_finished_regular_files_of_its_user() {
     fs::write(spool.join("partial.ndjson"), &partial).unwrap();
     let other_user = spool.join("other.ndjson");
     fs::write(&other_user, some_jobs(5)).unwrap();
-    let chowned = is_root()
-        && Command::new("chown")
-            .arg("65534")
-            .arg(&other_user)
-            .status()
-            .unwrap()
-            .success();
+    let chowned = is_root() && chown(&other_user, Some(65534), None).is_ok();
 
     let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
     let err = text(&out.stderr);
