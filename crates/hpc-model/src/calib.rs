@@ -652,6 +652,29 @@ impl Calibrated {
 mod tests {
     use super::*;
 
+    /// A completed job of `group` that used `value`, weighing 1.
+    fn used(group: &str, value: f64) -> Seen<'_> {
+        Seen {
+            group,
+            input: None,
+            value,
+            censored: false,
+            weight: 1.0,
+            request: None,
+        }
+    }
+
+    /// A sizer at `risk` whose values are not rounded.
+    fn unrounded(risk: f64) -> Calibrated {
+        Calibrated::new(
+            &[risk],
+            Rounding {
+                floor: 1.0,
+                step: 1.0,
+            },
+        )
+    }
+
     #[test]
     fn rounding_keeps_the_floor_and_whole_steps() {
         let r = Rounding {
@@ -700,27 +723,13 @@ mod tests {
         // Other groups give the spread.
         for i in 0..40 {
             let v = 1000.0 + (i % 7) as f64 * 50.0;
-            c.learn(
-                Seen {
-                    group: "other",
-                    input: None,
-                    value: v,
-                    censored: false,
-                    weight: 1.0,
-                    request: None,
-                },
-                None,
-            );
+            c.learn(used("other", v), None);
         }
         for _ in 0..12 {
             c.learn(
                 Seen {
-                    group: "oom",
-                    input: None,
-                    value: 16384.0,
                     censored: true,
-                    weight: 1.0,
-                    request: None,
+                    ..used("oom", 16384.0)
                 },
                 None,
             );
@@ -732,28 +741,14 @@ mod tests {
 
     #[test]
     fn the_recent_predictor_follows_a_group_that_moved_to_larger_jobs() {
-        let mut c = Calibrated::new(
-            &[0.01],
-            Rounding {
-                floor: 1.0,
-                step: 1.0,
-            },
-        );
-        let job = |value: f64| Seen {
-            group: "g",
-            input: None,
-            value,
-            censored: false,
-            weight: 1.0,
-            request: None,
-        };
+        let mut c = unrounded(0.01);
         for i in 0..100 {
-            c.replay([job(1000.0 * (0.97 + 0.01 * (i % 7) as f64))]);
+            c.replay([used("g", 1000.0 * (0.97 + 0.01 * (i % 7) as f64))]);
         }
         let (before, _) = c.advise("g", None, None).unwrap();
         assert_eq!(before.predictor, Predictor::History, "{before:?}");
         for i in 0..30 {
-            c.replay([job(4000.0 * (0.97 + 0.01 * (i % 7) as f64))]);
+            c.replay([used("g", 4000.0 * (0.97 + 0.01 * (i % 7) as f64))]);
         }
         let (p, _) = c.advise("g", None, None).unwrap();
         assert_eq!(p.predictor, Predictor::Recent, "{p:?}");
@@ -767,14 +762,7 @@ mod tests {
     fn the_recent_mean_starts_as_the_plain_mean_not_at_the_first_value() {
         let mut s = Sizer::default();
         for v in [1024.0, 4096.0, 4096.0] {
-            s.observe(Seen {
-                group: "g",
-                input: None,
-                value: v,
-                censored: false,
-                weight: 1.0,
-                request: None,
-            });
+            s.observe(used("g", v));
         }
         let g = &s.groups["g"];
         let (mean, ewma) = (g.centre().unwrap(), g.ewma.unwrap());
@@ -784,13 +772,7 @@ mod tests {
 
     #[test]
     fn a_costlier_or_wider_job_takes_a_larger_share_of_the_risk() {
-        let mut c = Calibrated::new(
-            &[0.02],
-            Rounding {
-                floor: 1.0,
-                step: 1.0,
-            },
-        );
+        let mut c = unrounded(0.02);
         let mut seed = 11u64;
         let mut u = || {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
@@ -803,12 +785,8 @@ mod tests {
                 ("large", 50_000.0, 36_000.0)
             };
             c.replay([Seen {
-                group,
-                input: None,
-                value: base * (0.5 + u()),
-                censored: false,
                 weight,
-                request: None,
+                ..used(group, base * (0.5 + u()))
             }]);
         }
         let l = c.levels[0];
@@ -834,22 +812,9 @@ mod tests {
 
     #[test]
     fn with_too_few_scores_for_the_rank_the_level_is_the_adapted_one() {
-        let mut c = Calibrated::new(
-            &[0.01],
-            Rounding {
-                floor: 1.0,
-                step: 1.0,
-            },
-        );
+        let mut c = unrounded(0.01);
         for i in 0..30 {
-            c.replay([Seen {
-                group: "g",
-                input: None,
-                value: 1000.0 * (1.0 + 0.05 * (i % 7) as f64),
-                censored: false,
-                weight: 1.0,
-                request: None,
-            }]);
+            c.replay([used("g", 1000.0 * (1.0 + 0.05 * (i % 7) as f64))]);
         }
         let (p, _) = c.advise("g", None, None).unwrap();
         let l = c.levels[0];
@@ -860,13 +825,7 @@ mod tests {
 
     #[test]
     fn the_model_predictor_is_chosen_when_memory_follows_input() {
-        let mut c = Calibrated::new(
-            &[0.05],
-            Rounding {
-                floor: 1.0,
-                step: 1.0,
-            },
-        );
+        let mut c = unrounded(0.05);
         let mut seed = 3u64;
         let mut u = || {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
@@ -876,12 +835,8 @@ mod tests {
             let x = 100.0 + 9900.0 * u();
             let y = 3.0 * x * (0.95 + 0.1 * u());
             c.replay([Seen {
-                group: "g",
                 input: Some(x),
-                value: y,
-                censored: false,
-                weight: 1.0,
-                request: None,
+                ..used("g", y)
             }]);
         }
         let (p, v) = c.advise("g", Some(1000.0), None).unwrap();
