@@ -773,11 +773,8 @@ mod tests {
     #[test]
     fn a_costlier_or_wider_job_takes_a_larger_share_of_the_risk() {
         let mut c = unrounded(0.02);
-        let mut seed = 11u64;
-        let mut u = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut rng = hpc_testkit::rng::Lcg::new(11);
+        let mut u = || rng.uniform();
         for i in 0..2000 {
             let (group, base, weight) = if i % 2 == 0 {
                 ("small", 500.0, 60.0)
@@ -826,11 +823,8 @@ mod tests {
     #[test]
     fn the_model_predictor_is_chosen_when_memory_follows_input() {
         let mut c = unrounded(0.05);
-        let mut seed = 3u64;
-        let mut u = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut rng = hpc_testkit::rng::Lcg::new(3);
+        let mut u = || rng.uniform();
         for _ in 0..200 {
             let x = 100.0 + 9900.0 * u();
             let y = 3.0 * x * (0.95 + 0.1 * u());

@@ -339,17 +339,8 @@ mod tests {
     fn the_lognormal_t_bound_is_calibrated_on_lognormal_data() {
         // 2000 draws of 6 past values and one new one: the new value
         // exceeds the 5 % bound about 5 % of the time.
-        let mut state = 7u64;
-        let mut normal = || {
-            let mut u = || {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                ((state >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-            };
-            let (a, b) = (u(), u());
-            (-2.0 * a.ln()).sqrt() * (2.0 * std::f64::consts::PI * b).cos()
-        };
+        let mut rng = hpc_testkit::rng::Lcg::new(7);
+        let mut normal = || rng.normal();
         let mut over = 0;
         for _ in 0..2000 {
             let pts: Vec<Point> = (0..6)

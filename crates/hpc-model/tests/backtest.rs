@@ -96,13 +96,8 @@ fn mgnify_ours_dominates_p95x12_at_equal_or_lower_under_share() {
 /// inputs range over 100..10000 MiB.
 fn growing_trace(dir: &Path) -> String {
     let mut s = String::from("id,tool,input_mb,peak_mb,req_mb,runtime_s\n");
-    let mut state = 11u64;
-    let mut u = || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((state >> 11) as f64) / (1u64 << 53) as f64
-    };
+    let mut rng = hpc_testkit::rng::Lcg::new(11);
+    let mut u = || rng.uniform();
     for i in 0..1200 {
         let input = 100.0 + 9900.0 * u();
         let peak = (500.0 + 3.0 * input) * (0.95 + 0.1 * u());

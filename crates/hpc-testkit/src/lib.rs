@@ -7,10 +7,12 @@
 //! [`num`]); run a tool on a history database ([`Tool::db_command`],
 //! [`Tool::run_db`]) or with no history at all ([`Tool::cli_without_db`]);
 //! build a job whose every field differs from the default
-//! ([`distinct_job`]); generate realistic sacct text ([`sacct_gen`]).
+//! ([`distinct_job`]); generate realistic sacct text ([`sacct_gen`]) and
+//! uniform and normal test data ([`rng`]).
 //!
 //! A dev-dependency only: `publish = false`, never linked into a tool.
 
+pub mod rng;
 pub mod sacct_gen;
 
 use std::fs::{File, OpenOptions};

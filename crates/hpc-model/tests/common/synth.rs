@@ -8,22 +8,7 @@
 /// The CSV header the trace has.
 pub const HEADER: &str = "id,group,used_mb,request_mb,runtime_s,limit_s,input_mb";
 
-struct Rng(u64);
-
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    fn normal(&mut self) -> f64 {
-        let (a, b) = (self.uniform(), self.uniform());
-        (-2.0 * a.ln()).sqrt() * (2.0 * std::f64::consts::PI * b).cos()
-    }
-}
+use hpc_testkit::rng::Lcg;
 
 /// What kind of group.
 #[derive(Clone, Copy)]
@@ -36,7 +21,7 @@ enum Kind {
 
 /// `jobs` rows of a trace drawn with `seed`, in id order.
 pub fn trace(seed: u64, jobs: usize) -> String {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Lcg::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let kinds = [Kind::Tight, Kind::Loose, Kind::Input, Kind::Drift];
     // 16 groups: a memory level, a runtime level and a popularity each.
     let groups: Vec<(Kind, f64, f64, f64)> = (0..16)
