@@ -160,12 +160,7 @@ impl JobCgroup {
 
     /// Appends the pids of every process in the cgroup and its sub-cgroups.
     /// v2 sub-folders named `slurm` or `system` hold slurmstepd itself and
-    /// are skipped. Returns false when the folder is gone.
-    pub fn list_pids(&self, buf: &mut Vec<u8>, out: &mut Vec<u32>) -> bool {
-        self.list_pids_and_skipped(buf, out).is_some()
-    }
-
-    /// Like [`JobCgroup::list_pids`]; also returns the tasks (threads) of
+    /// are skipped. Also returns the tasks (threads) of
     /// the skipped slurmstepd sub-cgroups, from their `pids.current`, so
     /// they can be taken out of the job's own count. `None` when the
     /// folder is gone.
@@ -737,10 +732,10 @@ mod tests {
         let cg = JobCgroup::v2(job.clone());
         let mut buf = Vec::new();
         let mut pids = Vec::new();
-        assert!(cg.list_pids(&mut buf, &mut pids));
+        assert!(cg.list_pids_and_skipped(&mut buf, &mut pids).is_some());
         pids.sort();
         assert_eq!(pids, vec![10, 11]);
         fs::remove_dir_all(&job).unwrap();
-        assert!(!cg.list_pids(&mut buf, &mut pids));
+        assert!(cg.list_pids_and_skipped(&mut buf, &mut pids).is_none());
     }
 }

@@ -288,12 +288,9 @@ fn now_unix() -> f64 {
 /// The node's name: SLURM's (SLURMD_NODENAME) inside a job, which is what
 /// sacct's NodeList says and differs from the host name on a host with
 /// several slurmd; else the host name.
-fn host_name() -> String {
-    if let Some(n) = std::env::var("SLURMD_NODENAME")
-        .ok()
-        .filter(|n| !n.is_empty())
-    {
-        return n;
+fn host_name(opts: &Opts) -> String {
+    if let Some(n) = &opts.env.node_name {
+        return n.clone();
     }
     nix::unistd::gethostname()
         .ok()
@@ -350,7 +347,7 @@ pub fn run(opts: &Opts) -> Result<u8> {
         perf::check(&opts.proc_root)
     }
     .state();
-    let host = host_name();
+    let host = host_name(opts);
     let start = now_unix();
     let mut meta = build_meta(opts, &watch, &node, &perf_state, &host, start);
     let gpus = open_gpus(opts, &watch);
@@ -403,9 +400,9 @@ fn start_target(opts: &Opts) -> Result<(Watch, Option<Output>, Option<command::R
         Target::Job(id) => {
             // The probe's own cgroup when it runs inside the job (srun
             // --overlap, a TaskProlog), else this node's, else any process's.
-            let node = std::env::var("SLURMD_NODENAME").ok();
+            let node = opts.env.node_name.as_deref();
             let cgroup = own_job_cgroup(&opts.proc_root, &opts.sys_root, id)
-                .or_else(|| cgroup::find_slurm_job_cgroup(&opts.sys_root, id, node.as_deref()))
+                .or_else(|| cgroup::find_slurm_job_cgroup(&opts.sys_root, id, node))
                 .or_else(|| find_cgroup_via_proc(&opts.proc_root, &opts.sys_root, id));
             let watch = Watch::Job {
                 id: id.clone(),

@@ -103,6 +103,9 @@ pub struct SlurmEnv {
     pub gpus_on_node: Option<u32>,
     /// `SLURM_JOB_NUM_NODES` (or `SLURM_NNODES`).
     pub nnodes: Option<u32>,
+    /// `SLURMD_NODENAME`: the node's name as SLURM (and sacct's NodeList)
+    /// has it.
+    pub node_name: Option<String>,
     /// The variables that say which GPUs are the job's (and the GPU
     /// fixture), as set: see [`crate::gpu::wanted`].
     pub gpu_vars: Vec<(&'static str, String)>,
@@ -136,6 +139,7 @@ impl SlurmEnv {
             mem_per_cpu: mb("SLURM_MEM_PER_CPU"),
             gpus_on_node: num("SLURM_GPUS_ON_NODE"),
             nnodes: num("SLURM_JOB_NUM_NODES").or_else(|| num("SLURM_NNODES")),
+            node_name: get("SLURMD_NODENAME").filter(|v| !v.is_empty()),
             gpu_vars: GPU_VARS
                 .iter()
                 .filter_map(|&k| get(k).map(|v| (k, v)))

@@ -121,8 +121,6 @@ pub struct Sampler {
     energy_j: f64,
     seen_any: bool,
     io_seen: bool,
-    cg_peak: bool,
-    cg_swap: bool,
     last_count: usize,
     cgroup_gone: bool,
     gpus: Option<Gpus>,
@@ -214,8 +212,6 @@ impl Sampler {
             energy_j: 0.0,
             seen_any: false,
             io_seen: false,
-            cg_peak: false,
-            cg_swap: false,
             last_count: 0,
             cgroup_gone: false,
             gpus: None,
@@ -587,10 +583,12 @@ impl Sampler {
         st: &parse::Stat,
         new: bool,
     ) -> Option<parse::Status> {
-        let need_status = !(self.cg_peak && self.cg_swap) && {
+        let plan = self.plan.unwrap_or_default();
+        let (cg_peak, cg_swap) = (plan.has(Figure::Peak), plan.has(Figure::Swap));
+        let need_status = !(cg_peak && cg_swap) && {
             let t = &self.procs[&key];
             let rss_kb = st.rss_pages.saturating_mul(self.cfg.page_size) / 1024;
-            new || (!self.cg_peak && rss_kb > t.hwm_kb) || self.gen >= t.status_gen + STATUS_EVERY
+            new || (!cg_peak && rss_kb > t.hwm_kb) || self.gen >= t.status_gen + STATUS_EVERY
         };
         if need_status && !st.zombie && self.read_proc(key.0, "status") {
             Some(parse::parse_status(&self.buf))
@@ -628,8 +626,6 @@ impl Sampler {
         self.gen += 1;
         let plan = self.plan.unwrap_or_default();
         let cg = cg_counters.unwrap_or_default();
-        self.cg_peak = plan.has(Figure::Peak);
-        self.cg_swap = plan.has(Figure::Swap);
         let every = self.cfg.detail_every.max(1);
         let detail = !self.fast || self.force_detail || self.taken % every == 0;
         self.force_detail = false;
