@@ -37,14 +37,9 @@ impl Rng {
     }
 }
 
+/// Whole seconds as sacct prints a duration.
 fn hms(s: u64) -> String {
-    let d = s / 86400;
-    let (h, m, sec) = ((s / 3600) % 24, (s / 60) % 60, s % 60);
-    if d > 0 {
-        format!("{d}-{h:02}:{m:02}:{sec:02}")
-    } else {
-        format!("{h:02}:{m:02}:{sec:02}")
-    }
+    hpc_core::slurm::format_duration(s as f64)
 }
 
 fn cpu_text(ms: u64) -> String {
