@@ -197,7 +197,7 @@ pub fn put_spool(
         if already_moved(&path, dir)? {
             continue;
         }
-        let file = match open_spool_file(&path, opts.settle_s, owner) {
+        let file = match open_spool_file(&path, opts.settle_s, owner.uid) {
             Ok(Some(f)) => f,
             Ok(None) => {
                 total.waiting += 1;
@@ -218,7 +218,7 @@ pub fn put_spool(
             "done"
         });
         {
-            let _as_owner = AsOwner::of(dir);
+            let _as_owner = AsOwner::of(&owner);
             move_no_clobber(&path, &dest_dir)?;
         }
         total += rep;
@@ -254,16 +254,27 @@ fn already_moved(path: &Path, dir: &Path) -> Result<bool> {
 /// Whose spool files a run loads: the loading user's own; for root (the
 /// admin's single loader, over each user's folder) those of the folder's
 /// owner, who wrote them through the Epilog or the harvest's sweep.
-fn spool_owner(dir: &Path) -> u32 {
+struct SpoolOwner {
+    uid: u32,
+    gid: u32,
+}
+
+fn spool_owner(dir: &Path) -> SpoolOwner {
     use std::os::unix::fs::MetadataExt;
-    let me = nix::unistd::geteuid().as_raw();
+    let me = nix::unistd::geteuid();
     match fs::metadata(dir) {
-        Ok(m) if me == 0 => m.uid(),
-        _ => me,
+        Ok(m) if me.is_root() => SpoolOwner {
+            uid: m.uid(),
+            gid: m.gid(),
+        },
+        _ => SpoolOwner {
+            uid: me.as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+        },
     }
 }
 
-/// Opens one spool entry: a regular file of `owner` (see [`spool_owner`]),
+/// Opens one spool entry: a regular file of `owner` (see [`SpoolOwner`]),
 /// not through a link. `Ok(None)` when its last line is still incomplete
 /// and it is younger than `settle_s`.
 fn open_spool_file(
@@ -373,15 +384,13 @@ struct AsOwner {
 }
 
 impl AsOwner {
-    fn of(dir: &Path) -> Option<AsOwner> {
+    fn of(owner: &SpoolOwner) -> Option<AsOwner> {
         use nix::unistd::{setfsgid, setfsuid, Gid, Uid};
-        use std::os::unix::fs::MetadataExt;
-        let m = fs::metadata(dir).ok()?;
-        if !nix::unistd::geteuid().is_root() || m.uid() == 0 {
+        if !nix::unistd::geteuid().is_root() || owner.uid == 0 {
             return None;
         }
-        let gid = setfsgid(Gid::from_raw(m.gid()));
-        let uid = setfsuid(Uid::from_raw(m.uid()));
+        let gid = setfsgid(Gid::from_raw(owner.gid));
+        let uid = setfsuid(Uid::from_raw(owner.uid));
         Some(AsOwner { uid, gid })
     }
 }
