@@ -312,27 +312,24 @@ impl<W: Write> Flagger<'_, W> {
 /// The job-wide summaries of `--summaries` by job id (the first of each
 /// job); a line that is not a summary record is rejected by its line.
 fn read_summaries(path: &str, rejects: &mut Rejects) -> Result<HashMap<String, SummaryFacts>> {
-    #[derive(Deserialize)]
-    struct Key {
-        kind: String,
-        job_id: String,
-        #[serde(default)]
-        host: Option<String>,
-    }
     let mut map = HashMap::new();
     let inputs = Inputs::new(vec![path.to_string()])?;
     for_each_line(&inputs, std::io::empty(), rejects, |rejects, line| {
-        let text = line.text.trim();
-        match serde_json::from_str::<Key>(text) {
-            Ok(k) if k.kind == "summary" => {
-                if k.host.is_none() {
-                    if let Ok(s) = serde_json::from_str::<SummaryFacts>(text) {
-                        map.entry(k.job_id).or_insert(s);
+        let Some(v) = view_of(&line, rejects)? else {
+            return Ok(());
+        };
+        match v.kind.as_deref() {
+            Some("summary") => {
+                if let (None, Some(id)) = (&v.host, v.job_id) {
+                    if let Ok(s) = serde_json::from_str::<SummaryFacts>(line.text.trim()) {
+                        map.entry(id).or_insert(s);
                     }
                 }
             }
-            Ok(k) => line.reject(rejects, &format!("a {} record, not a summary", k.kind))?,
-            Err(e) => line.reject(rejects, &format!("not a summary record: {e}"))?,
+            kind => line.reject(
+                rejects,
+                &format!("a {} record, not a summary", kind.unwrap_or("?")),
+            )?,
         }
         Ok(())
     })?;

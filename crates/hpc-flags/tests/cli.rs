@@ -482,6 +482,11 @@ fn oom_killed_on_several_nodes_names_the_node_that_ran_out() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(text.contains("on node b (peak 396 MiB"), "{text}");
+    // A job id written as a number, as in the job records, is the same id.
+    std::fs::write(&sums, summary.replace(r#""job_id":"1""#, r#""job_id":1"#)).unwrap();
+    let o = with_summaries();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("on node b (peak 396 MiB"), "{text}");
     // A line of that file that is not a summary is rejected by its line.
     std::fs::write(
         &sums,
