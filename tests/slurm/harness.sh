@@ -65,12 +65,10 @@ if ! [[ $nodes =~ ^[1-9]$ ]]; then
     echo "$prog: error: HPC_TEST_NODES must be a number in 1..9" >&2
     exit 2
 fi
-if [ $((port_base + 2 + nodes)) -gt 65535 ]; then
-    echo "$prog: error: HPC_SLURM_PORT $port_base leaves no port for node $nodes ($((port_base + 2 + nodes)))" >&2
-    exit 2
-fi
-if ! [[ $port_base =~ ^[0-9]{4,5}$ ]] || [ "$port_base" -lt 1024 ] || [ "$port_base" -gt 65530 ]; then
-    echo "$prog: error: HPC_SLURM_PORT must be a number in 1024..65530" >&2
+# The ports run from HPC_SLURM_PORT to HPC_SLURM_PORT + 2 + nodes.
+port_max=$((65533 - nodes < 65530 ? 65533 - nodes : 65530))
+if ! [[ $port_base =~ ^[0-9]{4,5}$ ]] || [ "$port_base" -lt 1024 ] || [ "$port_base" -gt "$port_max" ]; then
+    echo "$prog: error: HPC_SLURM_PORT must be a number in 1024..$port_max (with $nodes nodes)" >&2
     exit 2
 fi
 ctld_port=$port_base

@@ -114,8 +114,7 @@ for j in spread oom churn; do
     [ -n "${id[$j]}" ] && jobs+=("${id[$j]}")
     check "hpc submit $j.sbatch submits (job ${id[$j]:-none})" [ -n "${id[$j]}" ]
 done
-wait_gone 150 "${id[@]}"
-check "the 3-node jobs ended" [ -z "$(squeue -h -o %i 2>/dev/null)" ]
+check "the 3-node jobs ended" wait_gone 150 "${id[@]}"
 for j in spread oom; do show "  $j: " "$(cat "$work/$j-"*.out 2>/dev/null | tail -n 5)"; done
 
 mapfile -t files < <(cd "$HPC_SIZER_SPOOL/${id[spread]}" 2>/dev/null && ls -- *.ndjson)
@@ -249,8 +248,7 @@ done
 check "the cancelled job's probes ran on its 3 nodes before scancel" \
     [ "$(find "$uspool/${aid[adm-cancel]}" -name '*.ndjson' 2>/dev/null | wc -l)" -eq 3 ]
 scancel "${aid[adm-cancel]}"
-wait_gone 200 "${aid[@]}"
-check "the admin-mode jobs ended" [ -z "$(squeue -h -o %i 2>/dev/null)" ]
+check "the admin-mode jobs ended" wait_gone 200 "${aid[@]}"
 sleep 2
 for j in adm-done adm-cancel adm-timeout; do
     f=$uspool/incoming/${aid[$j]}.ndjson
