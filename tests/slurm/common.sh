@@ -5,7 +5,8 @@
 # (pool.sh, flow.sh, multinode.sh) `cluster_up`,
 # `cluster_down` and `report_and_exit`. Those use the caller's `work`
 # folder. run.sh, which also guards the machine's own SLURM, keeps its own
-# cluster_down. flow.sh and multinode.sh start with `flow_start`.
+# cluster_down. flow.sh and multinode.sh start with `flow_start` and
+# harvest with `harvest_and_dump`.
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # here, root and work are the caller's
 
@@ -123,4 +124,18 @@ flow_finish() {
     timeout 30 scancel -n hpc-scheduler >/dev/null 2>&1
     cluster_down
     report_and_exit
+}
+
+# harvest_and_dump: runs `hpc harvest` (checked to exit 0), then dumps the
+# database's jobs, summaries and flags into jobs.ndjson, summaries.ndjson
+# and flags.ndjson of the current folder.
+harvest_and_dump() {
+    local out rc
+    out=$(hpc harvest 2>&1)
+    rc=$?
+    show "  harvest: " "$out"
+    check "hpc harvest exits 0 (exit $rc)" [ "$rc" -eq 0 ]
+    hpc-store dump --kind job >jobs.ndjson
+    hpc-store dump --kind summary >summaries.ndjson
+    hpc-store dump --kind flag >flags.ndjson
 }

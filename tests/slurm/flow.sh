@@ -132,13 +132,7 @@ wait_gone 150 "${jobs[@]}"
 echo "# the jobs ended after $((SECONDS - t_begin)) s"
 for j in "${!id[@]}"; do show "  $j: " "$(cat "$work/$j-"*.out 2>/dev/null | tail -n 3)"; done
 
-out=$(hpc harvest 2>&1)
-rc=$?
-show "  harvest: " "$out"
-check "hpc harvest exits 0 (exit $rc)" [ "$rc" -eq 0 ]
-hpc-store dump --kind job >jobs.ndjson
-hpc-store dump --kind summary >summaries.ndjson
-hpc-store dump --kind flag >flags.ndjson
+harvest_and_dump
 
 # ---------------------------------------------------------------- the database
 for j in mem300 oom sleeper steps array overlap; do

@@ -120,13 +120,7 @@ for j in spread oom; do show "  $j: " "$(cat "$work/$j-"*.out 2>/dev/null | tail
 mapfile -t files < <(cd "$HPC_SIZER_SPOOL/${id[spread]}" 2>/dev/null && ls -- *.ndjson)
 check "a probe ran on every node of the spread job: one file per node (${files[*]})" \
     [ "$(printf '%s\n' "${files[@]}" | sed 's/\.ndjson$//' | sort | paste -sd ' ')" = "$(printf '%s\n' "${nodes[@]}" | sort | paste -sd ' ')" ]
-out=$(hpc harvest 2>&1)
-rc=$?
-show "  harvest: " "$out"
-check "hpc harvest exits 0 (exit $rc)" [ "$rc" -eq 0 ]
-hpc-store dump --kind job >jobs.ndjson
-hpc-store dump --kind summary >summaries.ndjson
-hpc-store dump --kind flag >flags.ndjson
+harvest_and_dump
 check "the database has the spread job's 3 per-node summaries and its job-wide one" json_is summaries.ndjson \
     "sorted(x.get('host') or '' for x in r if x['job_id'] == '${id[spread]}') == sorted([''] + '${nodes[*]}'.split())"
 mapfile -t n < <(sacct -n -X -P -o NodeList -j "${id[spread]}" | head -n 1 | xargs -r scontrol show hostnames)
