@@ -7,11 +7,11 @@
 # recommend`, with N jobs (default 1,000,000, each with its analysis record)
 # in the database (target < 200 ms end to end); and, for contrast, recommend
 # reading all N unfiltered on stdin.
-# Usage: bench/model.sh [N]   (TRACES=/path/to/traces, default ../shared/traces)
+# Usage: bench/model.sh [N]   (TRACES=/path/to/traces, default tests/data/traces)
 set -eu
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
-TRACES=${TRACES:-$(cd .. && pwd)/shared/traces}
+TRACES=${TRACES:-tests/data/traces}
 TGT=${CARGO_TARGET_DIR:-target}
 cargo build --release -q -p hpc-model --example gen_trace
 cargo build --release -q -p hpc-model

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The best MAQ any per-group log-normal sizing could reach at a stated risk
-on the shared traces, knowing every group's mean and spread in hindsight (all
+on the real traces (tests/data/traces), knowing every group's mean and spread in hindsight (all
 of its jobs, future ones included): the bound the online sizer of hpc-model
 (man hpc-model, CALIBRATION) is measured against. Uniform: every job at the
 risk; shared: the risk budget shared by expected cost (the mean level kept);
@@ -12,16 +12,18 @@ the last rows are: each job's centre from its group's earlier jobs only
 (out of sample), with only the one price chosen in hindsight, beside
 p95 x 1.2 on the same warm jobs.
 
-Usage: python3 bench/oracle.py [TRACES]  (default /work/shared/traces)
+Usage: python3 bench/oracle.py [TRACES]  (default tests/data/traces of this clone)
 """
 import collections
 import csv
 import math
+import os
 import statistics as st
 import sys
 from statistics import NormalDist
 
-TRACES = sys.argv[1] if len(sys.argv) > 1 else "/work/shared/traces"
+TRACES = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "traces")
 NORMAL = NormalDist()
 
 

@@ -5,16 +5,17 @@ use hpc_core::advice::Backtest;
 
 pub mod synth;
 
-/// A file of the shared real traces: `HPC_TRACES`, else `../shared/traces`
-/// beside the clone (where CI and a developer have it). A test that needs
-/// them fails when they are absent instead of passing without running.
+/// A file of the real traces: `HPC_TRACES` when set, else the repository's
+/// own copies in `tests/data/traces` (its README gives their sources). A
+/// test that needs one fails when it is absent instead of passing without
+/// running.
 pub fn trace(file: &str) -> String {
-    let beside = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
-    let dir = std::env::var("HPC_TRACES").unwrap_or_else(|_| beside.to_string());
+    let bundled = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/traces");
+    let dir = std::env::var("HPC_TRACES").unwrap_or_else(|_| bundled.to_string());
     let path = format!("{dir}/{file}");
     assert!(
         std::path::Path::new(&path).exists(),
-        "{path} is not here: the shared traces belong beside the clone (../shared/traces), or set HPC_TRACES"
+        "{path} is not here: the traces live in tests/data/traces of the clone, or set HPC_TRACES"
     );
     path
 }
