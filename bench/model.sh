@@ -8,6 +8,9 @@
 # in the database (target < 200 ms end to end); and, for contrast, recommend
 # reading all N unfiltered on stdin.
 # Usage: bench/model.sh [N]   (TRACES=/path/to/traces, default tests/data/traces)
+# Also: WfCommons bwa and montage, the montage floor and step, synthetic
+# traces of one shape of group, and each real trace's three costliest groups
+# alone (bench/one_tool.py).
 set -eu
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
@@ -24,26 +27,39 @@ trap 'rm -rf "$TMP"' EXIT
 now() { date +%s.%N; }
 secs() { echo "$1 $2" | awk '{ printf "%.3f", $2 - $1 }'; }
 
-table() { echo "== $1"; shift; "$BIN" backtest "$@" 2>&1; echo; }
-if [ -r "$TRACES/mgnify_metaspades_3.15.3_jobs.csv" ]; then
-    table "MGnify (memory)" --csv "$TRACES/mgnify_metaspades_3.15.3_jobs.csv" \
-        --mgnify "$TRACES/mgnify_memory_heuristics.tsv"
-fi
-if [ -r "$TRACES/sap_build_memory.csv" ]; then
-    table "SAP builds (memory, no runtime: each build weighs 1)" --csv "$TRACES/sap_build_memory.csv" \
-        --group group --used peak_mb --request request_mb --order order
-    table "SAP builds, memory floor 1024 MiB and 256 MiB steps (the old defaults)" \
-        --csv "$TRACES/sap_build_memory.csv" --group group --used peak_mb \
-        --request request_mb --order order --mem-floor 1024 --mem-step 256 --risks 1,5
-fi
+# Each table ends with the equal footing: ours against each baseline at its
+# under-share, over the curve of risks 1-20 %.
+CURVE=1,2,3,5,10,15,20
+table() { echo "== $1"; shift; "$BIN" backtest --risks "$CURVE" "$@" 2>&1; echo; }
+table "MGnify (memory)" --csv "$TRACES/mgnify_metaspades_3.15.3_jobs.csv" \
+    --mgnify "$TRACES/mgnify_memory_heuristics.tsv"
+table "SAP builds (memory, no runtime: each build weighs 1)" --csv "$TRACES/sap_build_memory.csv" \
+    --group group --used peak_mb --request request_mb --order order
+for wf in makeflow_bwa pegasus_montage; do
+    table "WfCommons $wf (memory, groups: process)" --csv "$TRACES/wfcommons_$wf.csv" \
+        --group process --used used_mb --runtime runtime_s --order order
+done
+for floor in 128:64 32:32 4:4; do
+    table "WfCommons pegasus_montage, memory floor ${floor%:*} MiB and ${floor#*:} MiB steps (default 16 and 16)" \
+        --csv "$TRACES/wfcommons_pegasus_montage.csv" --group process --used used_mb \
+        --runtime runtime_s --order order --mem-floor "${floor%:*}" --mem-step "${floor#*:}"
+done
+for shape in ceiling tight drift single; do
+    "$TGT/release/examples/gen_trace" 1 5000 "$shape" >"$TMP/$shape.csv"
+    table "synthetic, one shape of group: $shape (seed 1, 5000 jobs)" --csv "$TMP/$shape.csv" \
+        --group group --order id --used used_mb --request request_mb --runtime runtime_s --input input_mb
+done
+echo "== one tool's history: each real trace's three costliest groups replayed alone"
+python3 bench/one_tool.py "$BIN" "$TRACES"
+echo
 "$TGT/release/examples/gen_trace" 7 10000 >"$TMP/synth.csv"
 syn="--csv $TMP/synth.csv --group group --order id"
 # shellcheck disable=SC2086
 table "synthetic, seed 7 (memory, input size)" $syn --used used_mb --request request_mb \
     --runtime runtime_s --input input_mb
 # shellcheck disable=SC2086
-table "synthetic, seed 7, memory floor 1024 MiB and 256 MiB steps" $syn --used used_mb \
-    --request request_mb --runtime runtime_s --input input_mb --mem-floor 1024 --mem-step 256 --risks 1,5
+table "synthetic, seed 7, memory floor 128 MiB and 64 MiB steps (the old defaults)" $syn --used used_mb \
+    --request request_mb --runtime runtime_s --input input_mb --mem-floor 128 --mem-step 64
 # shellcheck disable=SC2086
 table "synthetic, seed 7 (time)" $syn --resource time --used runtime_s --request limit_s
 "$TGT/release/examples/gen_trace" 7 10000 nextflow >"$TMP/trace.txt"

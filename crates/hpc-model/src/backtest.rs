@@ -76,10 +76,10 @@ pub struct BacktestArgs {
     /// time (default 3600)
     #[argh(option)]
     cold: Option<f64>,
-    /// the least memory advised, MiB (default 128, as recommend)
+    /// the least memory advised, MiB (default 16, as recommend)
     #[argh(option, default = "recommend::MEM_ROUNDING.floor")]
     mem_floor: f64,
-    /// memory is advised in whole steps of this many MiB (default 64)
+    /// memory is advised in whole steps of this many MiB (default 16)
     #[argh(option, default = "recommend::MEM_ROUNDING.step")]
     mem_step: f64,
     /// output: text (default) or ndjson
@@ -234,8 +234,11 @@ pub fn replay(jobs: &[TraceJob], opts: &Opts) -> Vec<Backtest> {
                 let alloc = advice.as_ref().map_or(fallback, |a| a[i]);
                 t.add(alloc, job, advice.is_none(), opts.ttf);
             }
+            // The baselines' values are rounded as ours are (the
+            // request is what the job asked for, as it is).
             for ((_, rule), t) in BASELINES.iter().zip(&mut base) {
                 let alloc = (!g.is_empty()).then(|| rule(g)).flatten();
+                let alloc = alloc.map(|v| opts.rounding.apply(v));
                 t.add(alloc.unwrap_or(fallback), job, g.is_empty(), opts.ttf);
             }
         }
@@ -268,7 +271,75 @@ pub fn replay(jobs: &[TraceJob], opts: &Opts) -> Vec<Backtest> {
     out
 }
 
-/// Writes the records as a table and the calibration of our policy.
+/// Ours against one baseline at an equal warm under-share.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Footing {
+    /// The baseline's name.
+    pub baseline: String,
+    /// Its warm under-share.
+    pub under: f64,
+    /// Its MAQ.
+    pub maq: f64,
+    /// Our MAQ at that under-share: our curve (warm under-share, MAQ over
+    /// the risks replayed) interpolated linearly, the best of the points at
+    /// or below it; for a baseline safer than our whole curve, our safest
+    /// point's.
+    pub ours: f64,
+}
+
+impl Footing {
+    /// Whether ours is at least the baseline's MAQ there.
+    pub fn holds(&self) -> bool {
+        self.ours >= self.maq - 1e-9
+    }
+}
+
+/// Ours against each baseline but the request (median, p95x1.2, max), at
+/// each baseline's warm under-share. Empty without our records.
+pub fn equal_footing(recs: &[Backtest]) -> Vec<Footing> {
+    let mut curve: Vec<(f64, f64)> = recs
+        .iter()
+        .filter(|b| b.risk.is_some())
+        .map(|b| (b.warm_under_share, b.maq))
+        .collect();
+    curve.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let Some(&(safest, _)) = curve.first() else {
+        return Vec::new();
+    };
+    let at = |u: f64| -> f64 {
+        if u < safest {
+            return curve
+                .iter()
+                .filter(|p| p.0 == safest)
+                .map(|p| p.1)
+                .fold(f64::NEG_INFINITY, f64::max);
+        }
+        let mut best = curve
+            .iter()
+            .filter(|p| p.0 <= u)
+            .map(|p| p.1)
+            .fold(f64::NEG_INFINITY, f64::max);
+        for w in curve.windows(2) {
+            let ((u0, m0), (u1, m1)) = (w[0], w[1]);
+            if u0 <= u && u <= u1 && u1 > u0 {
+                best = best.max(m0 + (m1 - m0) * (u - u0) / (u1 - u0));
+            }
+        }
+        best
+    };
+    recs.iter()
+        .filter(|b| b.risk.is_none() && b.policy != "request")
+        .map(|b| Footing {
+            baseline: b.policy.clone(),
+            under: b.warm_under_share,
+            maq: b.maq,
+            ours: at(b.warm_under_share),
+        })
+        .collect()
+}
+
+/// Writes the records as a table, the calibration of our policy and ours
+/// against each baseline at an equal under-share.
 pub fn write_text(out: &mut impl Write, recs: &[Backtest]) -> Result<()> {
     let unit = if recs.first().is_some_and(|b| b.resource == "time") {
         "h"
@@ -318,6 +389,24 @@ pub fn write_text(out: &mut impl Write, recs: &[Backtest]) -> Result<()> {
             b.risk.unwrap_or(0.0) * 100.0,
             b.warm_under_share * 100.0,
             b.level.unwrap_or(0.0) * 100.0
+        )?;
+    }
+    let footing = equal_footing(recs);
+    if !footing.is_empty() {
+        writeln!(
+            out,
+            "\nequal footing: our MAQ at each baseline's warm under-share (our curve interpolated)"
+        )?;
+    }
+    for f in footing {
+        writeln!(
+            out,
+            "{:<8} {:>6.2}% maq {:.3}   ours there {:.3}   {}",
+            f.baseline,
+            f.under * 100.0,
+            f.maq,
+            f.ours,
+            if f.holds() { "ours" } else { "baseline" }
         )?;
     }
     Ok(())

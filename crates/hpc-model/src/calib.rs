@@ -3,8 +3,8 @@
 //! `recommend` prints.
 //!
 //! Jobs are walked in time order. For a job of group g (a tool, a user and
-//! tool, a Nextflow process) the sizer has two point predictors of the log of
-//! what the job will use:
+//! tool, a Nextflow process) the sizer has three parametric predictors of
+//! the log of what the job will use:
 //! - history: the mean of the logs of the group's last [`WINDOW`] values;
 //! - recent: the mean of the history centre and the exponentially weighted
 //!   mean of the logs, the j-th value weighing max([`RECENT_WEIGHT`], 1/j)
@@ -20,9 +20,20 @@
 //! (every residual is computed before the job is learnt). Its scale is their
 //! root mean square moderated by the same predictor's residuals over all
 //! groups: s = sqrt((ss_g + W s_all^2) / (k_g + W)), W = [`POOL_WEIGHT`],
-//! at least [`MIN_SCALE`], once there are [`MIN_RESID`] residuals. The
-//! group uses the predictor with the smaller scale (the one that has
-//! predicted it best so far). A job's score is z = (log(used) - centre) / s.
+//! at least [`MIN_SCALE`], where s_all^2 itself holds [`PRIOR_WEIGHT`]
+//! residuals of [`PRIOR_SCALE`]: a group is sized from its second job on,
+//! with the spread borrowed from the other groups or the prior. The
+//! parametric prediction is the predictor with the smaller scale (the one
+//! that has predicted the group best so far). A job's score is
+//! z = (log(used) - centre) / s.
+//!
+//! Beside it, the empirical predictor: the group's own tail (the largest of
+//! its latest values, see [`Sizer::tail`]), which suits a group whose
+//! memory sits at a ceiling or hardly varies, where a log-normal bound
+//! lands far above the values. For every completed job, before it is
+//! learnt, each predictor's rounded bound at each level is charged what it
+//! would have cost the job (see [`Calibrated::advise_each`]); each level then uses the
+//! empirical prediction while its charges are at most the parametric one's.
 //!
 //! The bound at score z is exp(centre + s z), at most [`HISTORY_CAP`]
 //! times the group's largest value for the history and recent predictors.
@@ -74,9 +85,24 @@ pub const RECENT_WEIGHT: f64 = 0.2;
 /// The weight, in residuals, of the spread over all groups in a group's
 /// scale.
 pub const POOL_WEIGHT: f64 = 20.0;
-/// A predictor sizes jobs once it has made this many residuals over all
-/// groups (a spread from fewer is no guide).
-pub const MIN_RESID: usize = 10;
+/// The spread (log-sd) a predictor is assumed to have before it has made
+/// residuals of its own: about what the real traces show within one tool
+/// (MGnify's lineages 0.58, SAP's build definitions 0.45). It weighs
+/// [`PRIOR_WEIGHT`] residuals in the spread over all groups, so it fades
+/// once a few dozen jobs are known.
+pub const PRIOR_SCALE: f64 = 0.5;
+/// The weight, in residuals, of [`PRIOR_SCALE`].
+pub const PRIOR_WEIGHT: f64 = 5.0;
+/// The empirical predictor sizes a job at most at this factor of the
+/// stated risk, whatever the adapted level: where a group's costly jobs
+/// sit at its top (a ceiling, a tight group), a higher level saves little
+/// and a miss costs a whole retry, while the adapted level rises when
+/// tight groups that cannot run out leave the misses to others. On the
+/// traces 1 to 3 do about alike; 2 keeps time calibrated at 10 % (bench).
+pub const EMPIRICAL_SPAN: f64 = 2.0;
+/// How many of a group's latest jobs decide which predictor sizes it: the
+/// cost each predictor would have had on them fades by 1 / this a job.
+pub const CHOICE_MEMORY: f64 = 30.0;
 /// The least scale (log-sd) a predictor is given: a few per cent is the
 /// noise of any memory or time reading.
 pub const MIN_SCALE: f64 = 0.05;
@@ -111,6 +137,10 @@ pub enum Predictor {
     Recent,
     /// The group's regression on input size.
     Model,
+    /// The group's own values: the order statistic of its latest values at
+    /// the level, above the largest with the inflation a sample of n needs
+    /// (see [`Sizer::tail`]).
+    Empirical,
 }
 
 impl Predictor {
@@ -120,8 +150,55 @@ impl Predictor {
             Predictor::History => "history",
             Predictor::Recent => "recent",
             Predictor::Model => "model",
+            Predictor::Empirical => "empirical",
         }
     }
+
+    /// Its place in a per-predictor array.
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Of the parametric prediction (the first candidate) and the empirical
+/// one (the last), the one whose tallied cost is the smaller; the empirical
+/// one on a tie, since it follows a group that steps up after one job
+/// where a mean takes many (and in a tight group both often round alike).
+fn chosen(cands: &[Pred], cost: &[f64; 4]) -> Pred {
+    let of = |p: &Pred| cost[p.predictor.index()];
+    let emp = cands[cands.len() - 1];
+    if of(&emp) <= of(&cands[0]) {
+        emp
+    } else {
+        cands[0]
+    }
+}
+
+/// What a predictor that gave `alloc` is charged, in the choice between
+/// predictors, for a job that used `used`: what it gave beyond the need,
+/// or for a job that ran out, twice the need (the attempt lost, about the
+/// job's size, and the retry's slack), whatever it gave: every miss counts
+/// alike, so one that stopped early does not look cheaper than one that
+/// nearly fitted.
+fn choice_cost(alloc: f64, used: f64) -> f64 {
+    if alloc >= used {
+        alloc - used
+    } else {
+        2.0 * used
+    }
+}
+
+/// What a job allocated `alloc` costs when it used `used`: the allocations
+/// of the attempts that ran out (each retry doubles), how many ran out, and
+/// what the last attempt was given.
+pub fn attempts(alloc: f64, used: f64) -> (f64, u64, f64) {
+    let (mut a, mut lost, mut retries) = (alloc.max(1.0), 0.0, 0);
+    while a < used {
+        lost += a;
+        retries += 1;
+        a *= 2.0;
+    }
+    (lost, retries, a)
 }
 
 /// Residual sums of squares and their count.
@@ -137,14 +214,13 @@ impl Resid {
         self.k += 1.0;
     }
 
-    /// The moderated root mean square (see the module doc); `None` until
-    /// the predictor has made [`MIN_RESID`] residuals over all groups.
-    fn scale(&self, pool: &Resid) -> Option<f64> {
-        if pool.k < MIN_RESID as f64 {
-            return None;
-        }
-        let s = (self.ss + POOL_WEIGHT * pool.ss / pool.k) / (self.k + POOL_WEIGHT);
-        Some(s.sqrt().max(MIN_SCALE))
+    /// The moderated root mean square (see the module doc): the group's
+    /// residuals, with [`POOL_WEIGHT`] of the spread over all groups, which
+    /// itself holds [`PRIOR_WEIGHT`] of [`PRIOR_SCALE`].
+    fn scale(&self, pool: &Resid) -> f64 {
+        let pooled = (pool.ss + PRIOR_WEIGHT * PRIOR_SCALE * PRIOR_SCALE) / (pool.k + PRIOR_WEIGHT);
+        let s = (self.ss + POOL_WEIGHT * pooled) / (self.k + POOL_WEIGHT);
+        s.sqrt().max(MIN_SCALE)
     }
 }
 
@@ -213,6 +289,9 @@ struct Group {
     n: usize,
     hist: Resid,
     model: Resid,
+    /// The empirical predictor's residuals above the largest value kept
+    /// (0 for a value at or below it).
+    emp: Resid,
     /// The recent predictor: its mean and residuals.
     ewma: Option<f64>,
     ewma_resid: Resid,
@@ -269,7 +348,9 @@ impl Pred {
     pub fn at(&self, q: f64) -> f64 {
         let v = (self.centre + self.scale * q).exp();
         let v = match self.predictor {
-            Predictor::History | Predictor::Recent => v.min(HISTORY_CAP * self.max_seen),
+            Predictor::History | Predictor::Recent | Predictor::Empirical => {
+                v.min(HISTORY_CAP * self.max_seen)
+            }
             Predictor::Model => v,
         };
         v.max(self.floor)
@@ -345,6 +426,7 @@ pub struct Sizer {
     hist: Resid,
     model: Resid,
     recent: Resid,
+    emp: Resid,
     /// The latest scores z.
     scores: Window,
     /// The latest prices at which each job would just have fitted (see
@@ -353,43 +435,94 @@ pub struct Sizer {
 }
 
 impl Sizer {
-    /// The prediction for a job of `group` with `input`; `None` when the
-    /// group has no earlier job or no spread is known yet (a cold start).
+    /// The parametric prediction for a job of `group` with `input`: of the
+    /// history, recent and model predictors, the one with the smallest
+    /// scale (the one that has predicted the group best so far); `None`
+    /// when the group has no earlier job (a cold start).
     pub fn predict(&self, group: &str, input: Option<f64>) -> Option<Pred> {
+        self.candidates(group, input).map(|c| c[0])
+    }
+
+    /// Every predictor that can size a job of `group` with `input`: the
+    /// parametric one [`Sizer::predict`] gives first, then the others with
+    /// a residual spread of their own, then the empirical one (centred on
+    /// the group's largest value, with the first one's scale).
+    pub fn candidates(&self, group: &str, input: Option<f64>) -> Option<Vec<Pred>> {
         let g = self.groups.get(group)?;
         let centre = g.centre()?;
-        let scale = g.hist.scale(&self.hist)?;
-        let mut best = (centre, scale, Predictor::History);
-        if let (Some(c), Some(s)) = (g.blend(), g.ewma_resid.scale(&self.recent)) {
-            if g.ewma_resid.k >= MIN_SCORES as f64 && s < best.1 {
-                best = (c, s, Predictor::Recent);
-            }
+        let mut options = vec![(centre, g.hist.scale(&self.hist), Predictor::History)];
+        if let Some(c) = g.blend().filter(|_| g.ewma_resid.k >= MIN_SCORES as f64) {
+            options.push((c, g.ewma_resid.scale(&self.recent), Predictor::Recent));
         }
         let model = input
             .filter(|x| *x > 0.0)
-            .and_then(|x| g.ols.predict(x.ln()));
-        if let (Some(c), Some(s)) = (model, g.model.scale(&self.model)) {
-            if g.model.k >= MIN_SCORES as f64 && s < best.1 {
-                best = (c, s, Predictor::Model);
-            }
+            .and_then(|x| g.ols.predict(x.ln()))
+            .filter(|_| g.model.k >= MIN_SCORES as f64);
+        if let Some(c) = model {
+            options.push((c, g.model.scale(&self.model), Predictor::Model));
         }
+        // The smallest scale first; the first of equals (history) wins.
+        let best = (0..options.len())
+            .min_by(|&a, &b| options[a].1.total_cmp(&options[b].1).then(a.cmp(&b)))
+            .unwrap_or(0);
+        options.swap(0, best);
+        let top = g.recent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        options.push((top, options[0].1, Predictor::Empirical));
         let censored = g.censored;
         let floor = if censored > 0 {
             g.max_seen.max(CENSORED_FLOOR * g.max_limit)
         } else {
             0.0
         };
-        Some(Pred {
-            centre: best.0,
-            scale: best.1,
-            predictor: best.2,
-            n: g.n,
-            floor,
-            max_seen: g.max_seen,
-            censored,
-            over_request: g.over_request,
-            log_cost: best.0 + g.log_weight / g.n as f64,
-        })
+        let mean_log_weight = g.log_weight / g.n as f64;
+        Some(
+            options
+                .into_iter()
+                .map(|(centre, scale, predictor)| Pred {
+                    centre,
+                    scale,
+                    predictor,
+                    n: g.n,
+                    floor,
+                    max_seen: g.max_seen,
+                    censored,
+                    over_request: g.over_request,
+                    log_cost: centre + mean_log_weight,
+                })
+                .collect(),
+        )
+    }
+
+    /// The empirical bound of `group` at level `a`, for a prediction whose
+    /// scale is `scale`: the largest of the group's latest m values,
+    /// m = ceil(1 / a) - 1 (a new value exchangeable with them exceeds it
+    /// with chance 1 / (m + 1) <= a; the latest ones, so that a group that
+    /// steps up is followed after one job); when fewer than m are kept, the
+    /// largest of the n kept times exp(scale (z(1 - a) - z(n / (n + 1)))),
+    /// the inflation that takes the largest of n values to level a under a
+    /// normal model of the logs.
+    pub fn tail(&self, group: &str, scale: f64, a: f64) -> f64 {
+        let Some(g) = self.groups.get(group) else {
+            return f64::NAN;
+        };
+        let n = g.recent.len();
+        let m = ((1.0 / a - 1e-9).ceil() as usize).saturating_sub(1).max(1);
+        let top = |k: usize| {
+            g.recent
+                .iter()
+                .rev()
+                .take(k)
+                .copied()
+                .fold(f64::NEG_INFINITY, f64::max)
+                .exp()
+        };
+        if n >= m {
+            top(m)
+        } else {
+            let gap =
+                risk::normal_quantile(1.0 - a) - risk::normal_quantile(n as f64 / (n as f64 + 1.0));
+            top(n) * (scale * gap.max(0.0)).exp()
+        }
     }
 
     /// The score threshold at level `a` (see the module doc).
@@ -454,6 +587,11 @@ impl Sizer {
             if let Some(c) = x.and_then(|x| g.ols.predict(x)) {
                 g.model.add(y - c);
                 self.model.add(y - c);
+            }
+            if !g.recent.is_empty() {
+                let top = g.recent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                g.emp.add((y - top).max(0.0));
+                self.emp.add((y - top).max(0.0));
             }
         }
         // The plain mean of the first 1 / RECENT_WEIGHT values, then the
@@ -548,6 +686,17 @@ pub struct Seen<'a> {
     pub request: Option<f64>,
 }
 
+/// What each predictor would have cost one group's latest jobs, per
+/// level: memory-time (or time) over what they used, plus the attempts that
+/// ran out, each job's cost fading by 1 / [`CHOICE_MEMORY`] a job.
+#[derive(Debug, Default, Clone)]
+struct Choice {
+    /// Jobs tallied.
+    n: u64,
+    /// Per level, per predictor ([`Predictor::index`]).
+    cost: Vec<[f64; 4]>,
+}
+
 /// A sizer with one adaptive level per stated risk: what `recommend` and
 /// `backtest` both run.
 #[derive(Debug)]
@@ -558,6 +707,20 @@ pub struct Calibrated {
     pub levels: Vec<Level>,
     /// The rounding of every advised value.
     pub rounding: Rounding,
+    /// Per group, what each predictor would have cost it.
+    choice: HashMap<String, Choice>,
+}
+
+/// One job's advice at one level: the value (rounded, at most the
+/// request where the group never needed more) and the prediction chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sized {
+    /// The value advised.
+    pub value: f64,
+    /// The prediction it rests on (its `predictor` is the one chosen).
+    pub pred: Pred,
+    /// The level the job was sized at.
+    pub level: f64,
 }
 
 impl Calibrated {
@@ -567,27 +730,108 @@ impl Calibrated {
             sizer: Sizer::default(),
             levels: risks.iter().map(|&r| Level::new(r)).collect(),
             rounding,
+            choice: HashMap::new(),
+        }
+    }
+
+    /// The bound of prediction `p` for a job of `group` at level `l`
+    /// (before rounding), and the level it stands for.
+    fn bound(&self, group: &str, p: &Pred, l: &Level) -> (f64, f64) {
+        match p.predictor {
+            Predictor::Empirical => {
+                // At most EMPIRICAL_SPAN x the stated risk: its misses save
+                // little when the group's costly jobs sit at the top.
+                let level = self.sized(p, l).1.min(l.risk * EMPIRICAL_SPAN);
+                let v = self.sizer.tail(group, p.scale, level);
+                (v.min(HISTORY_CAP * p.max_seen).max(p.floor), level)
+            }
+            _ => {
+                let (z, level) = self.sized(p, l);
+                (p.at(z), level)
+            }
         }
     }
 
     /// The advice at each level for a job of `group` that requests
-    /// `request` (rounded), with the prediction it rests on; `None` on a
-    /// cold start. The advice is never above the request in a group none
-    /// of whose jobs needed more than it asked for.
+    /// `request`; `None` on a cold start (no earlier job of the group).
+    /// Each level uses the predictor that would have cost the group's
+    /// latest jobs the least at that level (the parametric one with the
+    /// smallest scale until two jobs have been tallied). The advice is
+    /// never above the request in a group none of whose jobs needed more
+    /// than it asked for.
+    pub fn advise_each(
+        &self,
+        group: &str,
+        input: Option<f64>,
+        request: Option<f64>,
+    ) -> Option<Vec<Sized>> {
+        let cands = self.sizer.candidates(group, input)?;
+        let choice = self.choice.get(group).filter(|c| c.n >= 2);
+        let cap = request
+            .filter(|_| !cands[0].over_request)
+            .unwrap_or(f64::INFINITY);
+        Some(
+            self.levels
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    let pred = match choice {
+                        Some(c) => chosen(&cands, &c.cost[i]),
+                        None => cands[0],
+                    };
+                    let (v, level) = self.bound(group, &pred, l);
+                    Sized {
+                        value: self.rounding.apply(v).min(cap),
+                        pred,
+                        level,
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// The values of [`Calibrated::advise_each`], with the prediction of
+    /// the first level.
     pub fn advise(
         &self,
         group: &str,
         input: Option<f64>,
         request: Option<f64>,
     ) -> Option<(Pred, Vec<f64>)> {
-        let p = self.sizer.predict(group, input)?;
-        let cap = request.filter(|_| !p.over_request).unwrap_or(f64::INFINITY);
-        let values = self
+        let each = self.advise_each(group, input, request)?;
+        Some((each[0].pred, each.iter().map(|s| s.value).collect()))
+    }
+
+    /// Tallies what each predictor would have cost `job` (completed) at
+    /// each level, before it is learnt.
+    fn tally(&mut self, job: &Seen<'_>) {
+        let Some(cands) = self.sizer.candidates(job.group, job.input) else {
+            return;
+        };
+        let keep = 1.0 - 1.0 / CHOICE_MEMORY;
+        let costs: Vec<[f64; 4]> = self
             .levels
             .iter()
-            .map(|l| self.rounding.apply(p.at(self.sized(&p, l).0)).min(cap))
+            .map(|l| {
+                let mut row = [f64::NAN; 4];
+                for p in &cands {
+                    let alloc = self.rounding.apply(self.bound(job.group, p, l).0);
+                    row[p.predictor.index()] = choice_cost(alloc, job.value) * job.weight.max(0.0);
+                }
+                // A predictor that could not size this job is charged what
+                // the one that would have sized it (the first) cost.
+                let first = row[cands[0].predictor.index()];
+                row.map(|c| if c.is_nan() { first } else { c })
+            })
             .collect();
-        Some((p, values))
+        let c = self.choice.entry(job.group.to_owned()).or_default();
+        c.cost.resize(costs.len(), [0.0; 4]);
+        for (old, new) in c.cost.iter_mut().zip(costs) {
+            for (o, n) in old.iter_mut().zip(new) {
+                *o = keep * *o + n;
+            }
+        }
+        c.n += 1;
     }
 
     /// The score threshold job `p` is sized at for the adapted level `l`,
@@ -626,14 +870,22 @@ impl Calibrated {
     /// censored job counts as run out when it was advised at or below its
     /// limit.
     pub fn learn(&mut self, job: Seen<'_>, advice: Option<&[f64]>) {
+        if !job.censored && job.value > 0.0 && job.value.is_finite() {
+            self.tally(&job);
+        }
         if let Some(values) = advice {
-            for (l, &v) in self.levels.iter_mut().zip(values) {
-                let missed = if job.censored {
-                    v <= job.value
-                } else {
-                    v < job.value
-                };
-                l.update(missed);
+            let missed: Vec<bool> = values
+                .iter()
+                .map(|&v| {
+                    if job.censored {
+                        v <= job.value
+                    } else {
+                        v < job.value
+                    }
+                })
+                .collect();
+            for (l, &m) in self.levels.iter_mut().zip(&missed) {
+                l.update(m);
             }
         }
         self.sizer.observe(job);
@@ -745,12 +997,14 @@ mod tests {
         for i in 0..100 {
             c.replay([used("g", 1000.0 * (0.97 + 0.01 * (i % 7) as f64))]);
         }
-        let (before, _) = c.advise("g", None, None).unwrap();
+        // The parametric predictor of the group (the empirical one may
+        // size it: the values are bounded).
+        let before = c.sizer.predict("g", None).unwrap();
         assert_eq!(before.predictor, Predictor::History, "{before:?}");
         for i in 0..30 {
             c.replay([used("g", 4000.0 * (0.97 + 0.01 * (i % 7) as f64))]);
         }
-        let (p, _) = c.advise("g", None, None).unwrap();
+        let p = c.sizer.predict("g", None).unwrap();
         assert_eq!(p.predictor, Predictor::Recent, "{p:?}");
         // The 200-job mean sits near 1400; the recent centre is well above.
         let g = &c.sizer.groups["g"];
@@ -774,7 +1028,9 @@ mod tests {
     fn a_costlier_or_wider_job_takes_a_larger_share_of_the_risk() {
         let mut c = unrounded(0.02);
         let mut rng = hpc_testkit::rng::Lcg::new(11);
-        let mut u = || rng.uniform();
+        let mut normal = || rng.normal();
+        // Log-normal groups (no ceiling: the parametric predictor sizes
+        // them, and its prices share the risk).
         for i in 0..2000 {
             let (group, base, weight) = if i % 2 == 0 {
                 ("small", 500.0, 60.0)
@@ -783,13 +1039,13 @@ mod tests {
             };
             c.replay([Seen {
                 weight,
-                ..used(group, base * (0.5 + u()))
+                ..used(group, base * (0.3 * normal()).exp())
             }]);
         }
         let l = c.levels[0];
         let level = |p: &Pred| c.sized(p, &l).1;
-        let (small, _) = c.advise("small", None, None).unwrap();
-        let (large, _) = c.advise("large", None, None).unwrap();
+        let small = c.sizer.predict("small", None).unwrap();
+        let large = c.sizer.predict("large", None).unwrap();
         assert!(
             large.log_cost > small.log_cost + 10.0,
             "{small:?} {large:?}"

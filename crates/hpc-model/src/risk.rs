@@ -1,9 +1,6 @@
-//! The upper bound `recommend` gives a script's own few jobs before the
-//! history calibrates (see [`crate::calib`]): a distribution-free order
-//! statistic when there are enough past values, else the predictive bound of
-//! a log-normal tail with a Student-t factor; and the quantiles, t and
-//! normal functions the rest of the crate uses. The formulas are in
-//! `man hpc-model` (RECOMMEND).
+//! What the sizer of [`crate::calib`] and the baselines rest on: a past
+//! value (observed or censored), the rank of a split conformal bound, sample
+//! quantiles, and the normal and Student-t functions.
 
 /// One past value: what a job used, or (censored) a limit it ran past.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,99 +21,12 @@ impl Point {
     }
 }
 
-/// How a bound was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    /// The k-th smallest of n past values, k = ceil((1 - r)(n + 1)).
-    OrderStatistic,
-    /// exp(mean + t(n-1, 1-r) sd sqrt(1 + 1/n)) of the logs.
-    LognormalT,
-}
-
-impl Method {
-    /// The name the `basis` records carry.
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::OrderStatistic => "order statistic",
-            Method::LognormalT => "lognormal-t",
-        }
-    }
-}
-
-/// An upper bound and how it was found.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bound {
-    /// The value a new job exceeds with probability at most the risk.
-    pub value: f64,
-    /// How.
-    pub method: Method,
-}
-
-/// The fewest past values a tail is fitted on (a standard deviation of
-/// fewer than 3 values is not worth a bound).
-pub const MIN_TAIL: usize = 3;
-
 /// The rank k (1-based) of the order statistic that a new exchangeable value
 /// exceeds with probability (n + 1 - k)/(n + 1) <= r; `None` when even the
 /// largest of n cannot reach r (n + 1 < 1/r).
 pub fn rank(n: usize, r: f64) -> Option<usize> {
     let k = ((1.0 - r) * (n as f64 + 1.0) - 1e-9).ceil().max(1.0) as usize;
     (k <= n).then_some(k)
-}
-
-/// The bound at risk `r` over `points` (any order), or `None` with fewer
-/// than [`MIN_TAIL`] points. Censored points rank above every observed value
-/// for the order statistic; in the tail fit they are replaced by their
-/// expected value above the limit under the fitted normal (a few rounds of
-/// the inverse Mills ratio).
-pub fn upper_bound(points: &[Point], r: f64) -> Option<Bound> {
-    let n = points.len();
-    if n < MIN_TAIL {
-        return None;
-    }
-    let mut seen: Vec<f64> = points
-        .iter()
-        .filter(|p| !p.censored)
-        .map(|p| p.value)
-        .collect();
-    seen.sort_by(f64::total_cmp);
-    if let Some(k) = rank(n, r).filter(|&k| k <= seen.len()) {
-        return Some(Bound {
-            value: seen[k - 1],
-            method: Method::OrderStatistic,
-        });
-    }
-    let (mean, sd) = censored_moments(points);
-    let t = t_quantile((n - 1) as f64, 1.0 - r);
-    Some(Bound {
-        value: (mean + t * sd * (1.0 + 1.0 / n as f64).sqrt()).exp(),
-        method: Method::LognormalT,
-    })
-}
-
-/// Mean and sample standard deviation of the logs of the points, censored
-/// points imputed as mu + sd * phi(a)/(1 - Phi(a)), a = (limit - mu)/sd.
-fn censored_moments(points: &[Point]) -> (f64, f64) {
-    let on = |v: f64| v.max(1e-9).ln();
-    let raw: Vec<(f64, bool)> = points.iter().map(|p| (on(p.value), p.censored)).collect();
-    let mut vals: Vec<f64> = raw.iter().map(|p| p.0).collect();
-    let mut moments = mean_sd(&vals);
-    if !raw.iter().any(|p| p.1) {
-        return moments;
-    }
-    for _ in 0..5 {
-        let (mu, sd) = moments;
-        let sd = sd.max(1e-6);
-        for (v, (limit, censored)) in vals.iter_mut().zip(&raw) {
-            if *censored {
-                let a = (limit - mu) / sd;
-                let tail = (1.0 - normal_cdf(a)).max(1e-12);
-                *v = (mu + sd * normal_pdf(a) / tail).max(*limit);
-            }
-        }
-        moments = mean_sd(&vals);
-    }
-    moments
 }
 
 /// Mean and sample (n - 1) standard deviation.
@@ -151,6 +61,21 @@ pub fn sample_quantile(sorted: &[f64], p: f64) -> f64 {
 /// The standard normal density.
 pub fn normal_pdf(x: f64) -> f64 {
     (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt()
+}
+
+/// The `p` quantile (0 < p < 1) of the standard normal distribution, by
+/// bisection on [`normal_cdf`] (to 1e-9).
+pub fn normal_quantile(p: f64) -> f64 {
+    let (mut lo, mut hi) = (-12.0f64, 12.0f64);
+    while hi - lo > 1e-9 {
+        let mid = 0.5 * (lo + hi);
+        if normal_cdf(mid) < p {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
 }
 
 /// The standard normal distribution function (erfc by its Chebyshev fit,
@@ -310,50 +235,14 @@ mod tests {
     }
 
     #[test]
-    fn small_n_uses_the_lognormal_t_bound_above_the_largest_value() {
-        let pts: Vec<Point> = [10.0, 12.0, 11.0, 13.0, 9.0]
-            .into_iter()
-            .map(Point::seen)
-            .collect();
-        let b = upper_bound(&pts, 0.01).unwrap();
-        assert_eq!(b.method, Method::LognormalT);
-        assert!(b.value > 13.0 && b.value < 30.0, "{b:?}");
-        assert!(upper_bound(&pts[..2], 0.01).is_none());
-    }
-
-    #[test]
-    fn a_censored_job_raises_the_bound() {
-        let base: Vec<Point> = (0..100).map(|i| Point::seen(100.0 + i as f64)).collect();
-        let b = upper_bound(&base, 0.05).unwrap();
-        assert_eq!(b.method, Method::OrderStatistic);
-        let mut more = base.clone();
-        more.iter_mut().take(6).for_each(|p| {
-            p.value = 150.0;
-            p.censored = true;
-        });
-        let c = upper_bound(&more, 0.05).unwrap();
-        assert!(c.value > b.value, "{c:?} vs {b:?}");
-    }
-
-    #[test]
-    fn the_lognormal_t_bound_is_calibrated_on_lognormal_data() {
-        // 2000 draws of 6 past values and one new one: the new value
-        // exceeds the 5 % bound about 5 % of the time.
-        let mut rng = hpc_testkit::rng::Lcg::new(7);
-        let mut normal = || rng.normal();
-        let mut over = 0;
-        for _ in 0..2000 {
-            let pts: Vec<Point> = (0..6)
-                .map(|_| Point::seen((3.0 + normal()).exp()))
-                .collect();
-            let b = upper_bound(&pts, 0.05).unwrap();
-            if (3.0 + normal()).exp() > b.value {
-                over += 1;
-            }
+    fn the_normal_quantile_inverts_the_distribution_function() {
+        for (p, want) in [
+            (0.5, 0.0),
+            (0.975, 1.959_964),
+            (0.99, 2.326_348),
+            (0.1, -1.281_552),
+        ] {
+            assert!((normal_quantile(p) - want).abs() < 1e-5, "{p}");
         }
-        assert!(
-            (60..=140).contains(&over),
-            "{over} of 2000 over the 5 % bound"
-        );
     }
 }

@@ -101,7 +101,7 @@ fn recommend_writes_a_nextflow_config_and_snakemake_resources() {
         .collect();
     assert!(mems.len() >= 10, "{out}");
     assert!(
-        mems.iter().all(|m| *m >= 128.0 && m % 64.0 == 0.0),
+        mems.iter().all(|m| *m >= 16.0 && m % 16.0 == 0.0),
         "{mems:?}"
     );
     assert!(out

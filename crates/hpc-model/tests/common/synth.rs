@@ -3,7 +3,10 @@
 //! example): tight groups (log-sd 0.1), loose groups (0.7), groups whose
 //! memory grows with their input size, and groups that drift upwards (e^1
 //! over the trace). Runtimes are log-normal per group; users ask for 3x
-//! their group's typical memory and time.
+//! their group's typical memory and time. [`shaped`] draws traces of one
+//! kind of group only, and adds the ceiling: memory that grows with the
+//! input up to a cap (an aligner's buffer, a JVM's -Xmx), where the longest
+//! jobs, the costliest, sit.
 
 /// The CSV header the trace has.
 pub const HEADER: &str = "id,group,used_mb,request_mb,runtime_s,limit_s,input_mb";
@@ -17,19 +20,46 @@ enum Kind {
     Loose,
     Input,
     Drift,
+    Ceiling,
 }
 
 /// `jobs` rows of a trace drawn with `seed`, in id order.
 pub fn trace(seed: u64, jobs: usize) -> String {
+    draw(
+        seed,
+        jobs,
+        &[Kind::Tight, Kind::Loose, Kind::Input, Kind::Drift],
+        16,
+    )
+}
+
+/// `jobs` rows of a trace of one `shape`: `ceiling` (8 groups whose memory
+/// grows with input up to a cap, 1.5x the group's typical value, and whose
+/// runtime grows with input, so the costliest jobs sit at the cap),
+/// `tight` (8 groups, log-sd 0.1), `drift` (8 drifting groups) or
+/// `single` (one loose group).
+pub fn shaped(seed: u64, jobs: usize, shape: &str) -> String {
+    match shape {
+        "ceiling" => draw(seed, jobs, &[Kind::Ceiling], 8),
+        "tight" => draw(seed, jobs, &[Kind::Tight], 8),
+        "drift" => draw(seed, jobs, &[Kind::Drift], 8),
+        "single" => draw(seed, jobs, &[Kind::Loose], 1),
+        other => panic!("no shape {other}"),
+    }
+}
+
+/// The shapes [`shaped`] draws.
+pub const SHAPES: [&str; 4] = ["ceiling", "tight", "drift", "single"];
+
+fn draw(seed: u64, jobs: usize, kinds: &[Kind], n: usize) -> String {
     let mut rng = Lcg::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let kinds = [Kind::Tight, Kind::Loose, Kind::Input, Kind::Drift];
-    // 16 groups: a memory level, a runtime level and a popularity each.
-    let groups: Vec<(Kind, f64, f64, f64)> = (0..16)
+    // n groups: a memory level, a runtime level and a popularity each.
+    let groups: Vec<(Kind, f64, f64, f64)> = (0..n)
         .map(|i| {
             let mem = (5.0 + 5.0 * rng.uniform()).exp(); // 150 MiB .. 22 GiB
             let run = (4.0 + 5.0 * rng.uniform()).exp(); // 1 min .. 2 h
             let weight = 0.2 + rng.uniform();
-            (kinds[i % 4], mem, run, weight)
+            (kinds[i % kinds.len()], mem, run, weight)
         })
         .collect();
     let total: f64 = groups.iter().map(|g| g.3).sum();
@@ -52,8 +82,13 @@ pub fn trace(seed: u64, jobs: usize) -> String {
             Kind::Loose => mem * (0.7 * rng.normal()).exp(),
             Kind::Input => mem * (input / 1100.0).powf(0.8) * (0.1 * rng.normal()).exp(),
             Kind::Drift => mem * (t + 0.25 * rng.normal()).exp(),
+            Kind::Ceiling => (mem * (input / 1100.0).powf(0.8) * (0.3 * rng.normal()).exp())
+                .min(mem * 1.5 * (0.005 * rng.normal()).exp()),
         };
-        let runtime = run * (0.3 * rng.normal()).exp();
+        let runtime = match kind {
+            Kind::Ceiling => run * (input / 1100.0) * (0.3 * rng.normal()).exp(),
+            _ => run * (0.3 * rng.normal()).exp(),
+        };
         out.push_str(&format!(
             "{id},g{gi},{used:.1},{:.0},{runtime:.0},{:.0},{input:.1}\n",
             3.0 * mem,

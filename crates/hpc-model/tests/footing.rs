@@ -1,0 +1,165 @@
+//! Issue 28's rules, per trace: ours against the simple rules at an equal
+//! warm under-share (our risk curve interpolated at each baseline's share),
+//! the default 1 % risk kept, and cold only on each group's first job; on
+//! the four real traces and on synthetic traces of one shape of group.
+
+use std::path::Path;
+
+use hpc_core::advice::Backtest;
+use hpc_model::backtest::{equal_footing, Footing};
+use hpc_testkit::Tool;
+
+mod common;
+use common::{find, records, synth, trace};
+
+const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
+
+/// The risks of the curve (as `bench/model.sh` and the equal-footing
+/// comparison replay them).
+const CURVE: &str = "1,2,3,5,10,15,20";
+
+fn replay(args: &[&str]) -> Vec<Backtest> {
+    let mut all = vec!["backtest", "--risks", CURVE, "--format", "ndjson"];
+    all.extend_from_slice(args);
+    let (code, out, err) = TOOL.cli(&all, "");
+    assert_eq!(code, 0, "{err}");
+    records(&out)
+}
+
+/// The four real traces (tests/data/traces), replayed as the README's
+/// benches replay them.
+fn real() -> Vec<(&'static str, Vec<Backtest>)> {
+    let by_process = |file: &str| {
+        let csv = trace(file);
+        replay(&[
+            "--csv",
+            &csv,
+            "--group",
+            "process",
+            "--used",
+            "used_mb",
+            "--runtime",
+            "runtime_s",
+            "--order",
+            "order",
+        ])
+    };
+    let (mgnify, heur, sap) = (
+        trace("mgnify_metaspades_3.15.3_jobs.csv"),
+        trace("mgnify_memory_heuristics.tsv"),
+        trace("sap_build_memory.csv"),
+    );
+    vec![
+        ("MGnify", replay(&["--csv", &mgnify, "--mgnify", &heur])),
+        (
+            "SAP",
+            replay(&[
+                "--csv",
+                &sap,
+                "--group",
+                "group",
+                "--used",
+                "peak_mb",
+                "--request",
+                "request_mb",
+                "--order",
+                "order",
+            ]),
+        ),
+        ("bwa", by_process("wfcommons_makeflow_bwa.csv")),
+        ("montage", by_process("wfcommons_pegasus_montage.csv")),
+    ]
+}
+
+/// The 1 % rule: a warm under-share of at most 2 %, and a MAQ at least
+/// p95 x 1.2's wherever p95 x 1.2 itself runs out on at most 2 % of jobs.
+fn assert_one_percent(name: &str, recs: &[Backtest]) {
+    let (ours, p95) = (find(recs, "ours", Some(0.01)), find(recs, "p95x1.2", None));
+    assert!(ours.warm_under_share <= 0.02, "{name}: {ours:?}");
+    if p95.warm_under_share <= 0.02 {
+        assert!(ours.maq >= p95.maq, "{name}: {ours:?} vs {p95:?}");
+    }
+}
+
+fn short(f: &[Footing]) -> Vec<&Footing> {
+    f.iter().filter(|f| !f.holds()).collect()
+}
+
+#[test]
+fn on_the_real_traces_ours_meets_every_baseline_at_its_under_share() {
+    for (name, recs) in real() {
+        let footing = equal_footing(&recs);
+        assert_eq!(footing.len(), 3, "{name}: median, p95x1.2, max");
+        let short = short(&footing);
+        if name == "bwa" {
+            // The one comparison still short: max so far runs out on 0.03 %
+            // of bwa's jobs at MAQ 0.845; our safest point runs out on 0.05 %
+            // at 0.818. Its 15-job bwa_index group is too small for the 1 %
+            // rank, so the largest value is raised (up to 2x) where max so far
+            // is not. Kept here so that a change for the worse shows.
+            assert_eq!(short.len(), 1, "{name}: {footing:?}");
+            assert_eq!(short[0].baseline, "max");
+            assert!(short[0].ours >= short[0].maq - 0.035, "{footing:?}");
+        } else {
+            assert!(short.is_empty(), "{name}: {footing:?}");
+        }
+    }
+}
+
+#[test]
+fn on_the_real_traces_the_default_risk_is_kept_and_cold_starts_are_the_baselines() {
+    for (name, recs) in real() {
+        assert_one_percent(name, &recs);
+        // Cold on each group's first job only, as the baselines are.
+        let (ours, max) = (find(&recs, "ours", Some(0.01)), find(&recs, "max", None));
+        assert_eq!(ours.cold, max.cold, "{name}: {ours:?} vs {max:?}");
+    }
+}
+
+#[test]
+fn tight_groups_are_sized_as_tightly_as_max_so_far() {
+    // Issue 28: on montage ours had MAQ 0.278 against max so far's 0.671
+    // (ten cold jobs at 4 GiB a group, the pooled spread, a 128 MiB floor).
+    let recs = &real()[3].1;
+    let (ours, max) = (find(recs, "ours", Some(0.01)), find(recs, "max", None));
+    assert!(ours.maq > 0.7 && ours.maq > max.maq, "{ours:?} vs {max:?}");
+}
+
+fn shaped(dir: &Path, shape: &str, seed: u64) -> Vec<Backtest> {
+    let path = dir.join(format!("{shape}-{seed}.csv"));
+    std::fs::write(&path, synth::shaped(seed, 3000, shape)).unwrap();
+    let csv = path.to_string_lossy().into_owned();
+    replay(&[
+        "--csv",
+        &csv,
+        "--group",
+        "group",
+        "--order",
+        "id",
+        "--used",
+        "used_mb",
+        "--request",
+        "request_mb",
+        "--runtime",
+        "runtime_s",
+        "--input",
+        "input_mb",
+    ])
+}
+
+#[test]
+fn ceiling_and_tight_groups_beat_p95_and_the_median_and_keep_the_risk() {
+    let dir = tempfile::tempdir().unwrap();
+    for shape in ["ceiling", "tight"] {
+        for seed in 1..=3 {
+            let recs = shaped(dir.path(), shape, seed);
+            let name = format!("{shape} {seed}");
+            assert_one_percent(&name, &recs);
+            for f in equal_footing(&recs) {
+                if f.baseline != "max" {
+                    assert!(f.holds(), "{name}: {f:?}");
+                }
+            }
+        }
+    }
+}
