@@ -197,7 +197,7 @@ check "... the wrapper is valid sh" sh -n "$work/dry.out"
 check "... submits nothing" [ ! -e "$FAKE_STATE/next" ]
 check "... and leaves the script unchanged" [ "$(sha256sum <"$work/job.sbatch")" = "$sum_before" ]
 
-(cd "$work" && "$hpc" submit --no-recommend job.sbatch --partition=debug -- one two) >"$work/sub.out" 2>"$work/sub.err"
+(cd "$work" && "$hpc" submit --no-recommend --partition=debug job.sbatch one two) >"$work/sub.out" 2>"$work/sub.err"
 rc=$?
 check "submit --no-recommend with a fake sbatch exits 0 (exit $rc)" [ "$rc" -eq 0 ]
 check "... prints 'Submitted batch job 4242'" grep -qx 'Submitted batch job 4242' "$work/sub.out"
@@ -225,6 +225,25 @@ check "... dump --user returns it with a task of the array" \
 check "... and --tool finds the task by the array's tool" \
     grep -q '"job_id":"4242_2"' <(hpc-store --db "$arrdb" dump --kind job --tool generic)
 
+# Issue 29: sbatch's order. `hpc submit job.sbatch worker.sh` handed
+# worker.sh to sbatch ahead of the wrapper, so worker.sh became the batch
+# script.
+printf '#!/bin/sh\necho worker\n' >"$work/worker.sh"
+n=$(cat "$FAKE_STATE/next")
+(cd "$work" && "$hpc" submit --no-recommend -p debug --mem 2G job.sbatch worker.sh -- x) >"$work/order.out" 2>"$work/order.err"
+check "submit in sbatch's order: options, the script, its arguments" python3 -c '
+import sys
+a = open(sys.argv[1]).read().splitlines()
+assert a[:4] == ["--parsable", "-p", "debug", "--mem"] and a[4] == "2G", a
+assert a[5].endswith("/job.sbatch") and "hpc-submit." in a[5], a
+assert a[6:] == ["worker.sh", "--", "x"], a
+' "$FAKE_STATE/sbatch.$n.args"
+check "submit refuses what is neither an sbatch option nor a script, naming it" \
+    sh -c '"$1" submit --no-recommend -zz "$2" 2>&1 >/dev/null | grep -q -- "-zz is neither"; [ "$?" = 0 ]' sh "$hpc" "$work/job.sbatch"
+check "... and an option without its value and no script, exit 2" status 2 "$hpc" submit --no-recommend --partition
+"$hpc" submit --dry-run --no-recommend -J 'a b' "$work/job.sbatch" "it's" >/dev/null 2>"$work/dryq.err"
+check "the --dry-run line is quoted as a shell reads it" grep -qF "sbatch -J a\\ b (the script above) it\\'s" "$work/dryq.err"
+
 # The cases that changed what jobs asked for, through the real plan (a cold
 # start: this user has no history of these tools).
 sub() { # sub NAME SCRIPT-TEXT [SBATCH-OPTION...]: submits; sets $n to its id
@@ -232,7 +251,7 @@ sub() { # sub NAME SCRIPT-TEXT [SBATCH-OPTION...]: submits; sets $n to its id
     local name=$1
     shift 2
     n=$(cat "$FAKE_STATE/next")
-    "$hpc" submit "$work/$name.sbatch" "$@" >"$work/$name.out" 2>"$work/$name.err"
+    "$hpc" submit "$@" "$work/$name.sbatch" >"$work/$name.out" 2>"$work/$name.err"
 }
 sub mpi $'#!/bin/bash\n#SBATCH -N 4 --ntasks-per-node=2 -c 8 --mem=100G\nsrun ./a.out\n'
 check "a 4-node job gets --mem=100G per node and 8 CPUs per task, not the totals" json_has \
@@ -273,7 +292,7 @@ PATH="$work/fakemon:$PATH" sub execs $'#!/bin/bash\n#SBATCH -c 1\necho start\nex
 rc=$?
 check "a script ending in exec keeps its exit status ($rc)" [ "$rc" -eq 7 ]
 check "... and is finalized" [ "$(cat "$work/runlog")" = "$(printf 'monitor start\nmonitor stop\nfinalize %s' "$n")" ]
-PATH="$work/fakemon:$PATH" sub py $'#!/usr/bin/env python3\n#SBATCH --mem=1G\nimport sys\nprint("python ran", sys.argv[1:])\n' -- x
+PATH="$work/fakemon:$PATH" sub py $'#!/usr/bin/env python3\n#SBATCH --mem=1G\nimport sys\nprint("python ran", sys.argv[1:])\n'
 (cd "$work" && SLURM_JOB_ID=$n sh "$FAKE_STATE/sbatch.$n.script" x >"$work/run.out" 2>&1)
 check "a script of another interpreter runs with it, not as sh" grep -qx "python ran \['x'\]" "$work/run.out"
 HPC_SIZER_SPOOL=/dev/null/spool sub spoolfail $'#!/bin/sh\ntrue\n'

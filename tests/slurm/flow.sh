@@ -110,13 +110,13 @@ declare -A id
 for j in mem300 oom sleeper steps array overlap; do
     extra=()
     [ "$j" = overlap ] && extra=("--export=ALL,HPC_MONITOR_SRUN=1")
-    out=$(hpc submit --no-recommend "$j.sbatch" -o "$work/$j-%j.out" "${extra[@]}" 2>"$j.err")
+    out=$(hpc submit --no-recommend -o "$work/$j-%j.out" "${extra[@]}" "$j.sbatch" 2>"$j.err")
     id[$j]=$(submitted_id "$out")
     [ -n "${id[$j]}" ] && jobs+=("${id[$j]}")
     check "hpc submit $j.sbatch submits (job ${id[$j]:-none})" [ -n "${id[$j]}" ]
 done
 check "the original scripts are unchanged (no injected line)" bash -c '! grep -l hpc-monitor *.sbatch'
-out=$(hpc submit pernode.sbatch -o "$work/pernode-%j.out" 2>pernode.err)
+out=$(hpc submit -o "$work/pernode-%j.out" pernode.sbatch 2>pernode.err)
 id[pernode]=$(submitted_id "$out")
 [ -n "${id[pernode]}" ] && jobs+=("${id[pernode]}")
 scontrol show job "${id[pernode]}" >pernode.scontrol 2>&1

@@ -109,7 +109,7 @@ wait \$pp
 EOF
 declare -A id
 for j in spread oom churn; do
-    out=$(hpc submit --no-recommend "$j.sbatch" -o "$work/$j-%j.out" 2>"$j.err")
+    out=$(hpc submit --no-recommend -o "$work/$j-%j.out" "$j.sbatch" 2>"$j.err")
     id[$j]=$(submitted_id "$out")
     [ -n "${id[$j]}" ] && jobs+=("${id[$j]}")
     check "hpc submit $j.sbatch submits (job ${id[$j]:-none})" [ -n "${id[$j]}" ]

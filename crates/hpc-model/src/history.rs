@@ -26,15 +26,21 @@ pub struct Past {
     pub user: Option<String>,
     /// The tool, from the job's `analysis` record.
     pub tool: Option<String>,
+    /// The SHA-256 of the job's script, from its `analysis` record.
+    pub script_sha256: Option<String>,
     /// The job name.
     pub job_name: Option<String>,
     /// The normalised state.
     pub state: String,
     /// End time (RFC 3339), the order of the history.
     pub end: Option<String>,
-    /// Peak memory, MiB: the larger of sacct's MaxRSS and the probe's peak.
+    /// Peak memory of one node, MiB (the unit of `--mem`): the larger of
+    /// sacct's MaxRSS (the largest single task's peak) times the tasks on a
+    /// node, and the probe's largest per-node peak.
     pub peak_mb: Option<f64>,
-    /// Requested memory, MiB.
+    /// Where `peak_mb` came from.
+    pub peak_from: PeakFrom,
+    /// Requested memory of one node, MiB (sacct's request over the nodes).
     pub req_mem_mb: Option<f64>,
     /// Wall time, seconds.
     pub elapsed_s: Option<f64>,
@@ -51,6 +57,33 @@ pub struct Past {
     pub input_mb: Option<f64>,
     /// GPUs actually used: see [`gpus_used`].
     pub gpus_used: Option<u32>,
+}
+
+/// Where a job's per-node peak came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PeakFrom {
+    /// No peak.
+    #[default]
+    None,
+    /// The probe's peak on its busiest node.
+    Probe,
+    /// sacct's MaxRSS (one task's) times this many tasks on a node.
+    Tasks(u32),
+}
+
+/// The probe's peak on the job's busiest node: the largest of the job-wide
+/// summary's `peak_rss_mb_by_node`, else its job-wide peak over `nodes`.
+fn probe_node_peak(s: &Summary, nodes: u32) -> Option<f64> {
+    let by_node = s
+        .extra
+        .get("peak_rss_mb_by_node")
+        .and_then(|m| m.as_object())
+        .and_then(|m| {
+            m.values()
+                .filter_map(serde_json::Value::as_f64)
+                .reduce(f64::max)
+        });
+    by_node.or(s.peak_rss_mb.map(|p| p / f64::from(nodes)))
 }
 
 /// The GPUs a job used: those of its summary's `gpus` (hpc-merge) that
@@ -214,10 +247,15 @@ pub fn read_history(input: Input<'_>, rejects: &mut Rejects) -> Result<History> 
 
 fn past_of(j: Job, s: Option<&Summary>, a: Option<&Analysis>) -> Past {
     let gpus_used = gpus_used(&j, s);
-    let probe_peak = s.and_then(|s| s.peak_rss_mb);
-    let peak_mb = match (j.max_rss_mb, probe_peak) {
-        (Some(x), Some(y)) => Some(x.max(y)),
-        (x, y) => x.or(y),
+    let nodes = j.nnodes.unwrap_or(1).max(1);
+    let tasks = j.ntasks.map_or(1, |t| t.div_ceil(nodes)).max(1);
+    // The probe's per-node peak when there is one (never below one task's
+    // peak); else one task's peak times the tasks on a node, which holds
+    // even if they all peak at once.
+    let (peak_mb, peak_from) = match (j.max_rss_mb, s.and_then(|s| probe_node_peak(s, nodes))) {
+        (task, Some(node)) => (Some(node.max(task.unwrap_or(0.0))), PeakFrom::Probe),
+        (Some(task), None) => (Some(task * f64::from(tasks)), PeakFrom::Tasks(tasks)),
+        (None, None) => (None, PeakFrom::None),
     };
     let from_acct = match (j.total_cpu_s, j.elapsed_s) {
         (Some(c), Some(e)) if e > 0.0 => Some(c / e),
@@ -226,6 +264,7 @@ fn past_of(j: Job, s: Option<&Summary>, a: Option<&Analysis>) -> Past {
     Past {
         cores: s.and_then(|s| s.mean_cpu_cores).or(from_acct),
         tool: a.map(|a| a.tool.clone()),
+        script_sha256: a.map(|a| a.script_sha256.clone()).filter(|h| !h.is_empty()),
         input_mb: a.and_then(|a| a.input_mb),
         job_id: j.job_id,
         user: j.user,
@@ -233,7 +272,8 @@ fn past_of(j: Job, s: Option<&Summary>, a: Option<&Analysis>) -> Past {
         state: j.state,
         end: j.end,
         peak_mb,
-        req_mem_mb: j.req_mem_mb,
+        peak_from,
+        req_mem_mb: j.req_mem_mb.map(|m| m / f64::from(nodes)),
         elapsed_s: j.elapsed_s,
         timelimit_s: j.timelimit_s,
         alloc_cpus: j.alloc_cpus,

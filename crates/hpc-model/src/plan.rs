@@ -109,7 +109,11 @@ fn per(total: f64, by: u32) -> f64 {
 }
 
 /// What the plan gives each resource, from the recommendation `rec` for the
-/// script read as `d`.
+/// script read as `d`. The advised memory is per node (what `--mem` asks
+/// for); CPUs and GPUs are the job's. CPUs and GPUs are decided first, so
+/// that memory per CPU or per GPU follows the new counts, and per-unit
+/// memory that is kept as written is rewritten so that the job keeps the
+/// total it asked for.
 fn changes(d: &Directives, rec: &Rec) -> (Vec<Change>, Vec<String>) {
     let asked = d.request();
     let (nodes, tasks) = d.nodes_tasks();
@@ -122,27 +126,113 @@ fn changes(d: &Directives, rec: &Rec) -> (Vec<Change>, Vec<String>) {
         kept.push(format!("the command line sets {r}: its advice is left out"));
     }
     let cli = |r: &str| d.from_cli.contains(&r);
-    // CPUs first: memory per CPU follows the new count.
-    let mut cpus = asked.cpus.unwrap_or(1);
-    if let (Some(c), false) = (rec.cpus, cli("cpus")) {
-        let (now, new) = (
-            asked.cpus.unwrap_or(1) / tasks.max(1),
-            per(f64::from(c), tasks) as u32,
-        );
-        if !cold("cpus") && new != now.max(1) {
+    // GPUs first: CPUs per GPU and memory per GPU follow the new count.
+    let mut gpus = asked.gpus.unwrap_or(1);
+    if let (Some(g), Some(Scope::Gpus(opt, kind)), false) = (rec.gpus, d.gpu_scope(), cli("gpus")) {
+        if cold("gpus") || asked.gpus == Some(g) {
+        } else if g == 0 {
+            kept.push(format!(
+                "{}; GPUs kept as written (remove the request yourself if they are not needed)",
+                note("gpus")
+            ));
+        } else {
+            let n = match opt {
+                "--gpus" => g,
+                "--gpus-per-task" => per(f64::from(g), tasks) as u32,
+                _ => per(f64::from(g), nodes) as u32,
+            };
+            let spec = match &kind {
+                Some(k) => format!("{k}:{n}"),
+                None => n.to_string(),
+            };
+            let to = match opt {
+                "--gres" => d.gres_with(&format!("gpu:{spec}")),
+                o => format!("{o}={spec}"),
+            };
+            gpus = match opt {
+                "--gpus" => n,
+                "--gpus-per-task" => n * tasks,
+                _ => n * nodes,
+            };
             out.push(Change {
-                resource: "cpus".into(),
-                from: format!("--cpus-per-task={} ({} tasks)", now.max(1), tasks),
-                to: format!("--cpus-per-task={new}"),
-                why: note("cpus"),
+                resource: "gpus".into(),
+                from: format!("{} GPUs in all", asked.gpus.unwrap_or(0)),
+                to,
+                why: note("gpus"),
             });
-            cpus = new * tasks;
         }
     }
-    if let (Some(m), false) = (rec.mem_mb, cli("mem")) {
-        if cold("mem_mb") {
-            // No history: what the script asks for stands.
-            kept.push(match (d.mem_zero(), asked.mem_mb) {
+    let mut cpus = asked.cpus.unwrap_or(1);
+    if let (Some(c), false) = (rec.cpus, cli("cpus")) {
+        let change = match d.cpus_per_gpu() {
+            // CPUs asked for per GPU stay per GPU (SLURM refuses
+            // --cpus-per-task beside --cpus-per-gpu).
+            Some(now) => {
+                let new = per(f64::from(c), gpus) as u32;
+                (new != now).then(|| {
+                    cpus = new * gpus;
+                    (
+                        format!("--cpus-per-gpu={now} ({gpus} GPUs)"),
+                        format!("--cpus-per-gpu={new}"),
+                    )
+                })
+            }
+            None => {
+                let now = (asked.cpus.unwrap_or(1) / tasks.max(1)).max(1);
+                let new = per(f64::from(c), tasks) as u32;
+                (new != now).then(|| {
+                    cpus = new * tasks;
+                    (
+                        format!("--cpus-per-task={now} ({tasks} tasks)"),
+                        format!("--cpus-per-task={new}"),
+                    )
+                })
+            }
+        };
+        if let (Some((from, to)), false) = (change, cold("cpus")) {
+            out.push(Change {
+                resource: "cpus".into(),
+                from,
+                to,
+                why: note("cpus"),
+            });
+        } else {
+            cpus = asked.cpus.unwrap_or(1);
+        }
+    }
+    // What memory each unit gets for `total` MiB in all.
+    let per_unit = |mem: MemPer, total: f64| match mem {
+        MemPer::Cpu(_) => format!("--mem-per-cpu={}", format_mem(per(total, cpus))),
+        MemPer::Gpu(_) => format!("--mem-per-gpu={}", format_mem(per(total, gpus))),
+        MemPer::Node(_) => format!("--mem={}", format_mem(per(total, nodes))),
+    };
+    let written = |mem: MemPer| match mem {
+        MemPer::Cpu(v) => format!("--mem-per-cpu={}", format_mem(v)),
+        MemPer::Gpu(v) => format!("--mem-per-gpu={}", format_mem(v)),
+        MemPer::Node(v) => format!("--mem={}", format_mem(v)),
+    };
+    let mem_cold = rec.mem_mb.is_none() || cold("mem_mb");
+    if cli("mem") {
+    } else if mem_cold {
+        // No history: what the script asks for stands, in all: per-unit
+        // memory whose unit changed count is rewritten to keep the total.
+        let units_changed = match d.mem() {
+            Some(MemPer::Cpu(_)) => cpus != asked.cpus.unwrap_or(1),
+            Some(MemPer::Gpu(_)) => gpus != asked.gpus.unwrap_or(1),
+            _ => false,
+        };
+        match (d.mem(), asked.mem_mb) {
+            (Some(mem), Some(total)) if units_changed => out.push(Change {
+                resource: "mem".into(),
+                from: written(mem),
+                to: per_unit(mem, total),
+                why: format!(
+                    "no history: the memory asked for ({} in all) kept for the new count",
+                    format_mem(total)
+                ),
+            }),
+            _ if rec.mem_mb.is_none() => {}
+            _ => kept.push(match (d.mem_zero(), asked.mem_mb) {
                 (true, _) => "no history: --mem=0 (each node's whole memory) kept".into(),
                 (false, None) => "no history and no --mem: the partition's default kept".into(),
                 (false, Some(q)) => format!(
@@ -150,35 +240,25 @@ fn changes(d: &Directives, rec: &Rec) -> (Vec<Change>, Vec<String>) {
                     format_mem(q),
                     note("mem_mb")
                 ),
+            }),
+        }
+    } else if let Some(m) = rec.mem_mb {
+        let total = m * f64::from(nodes);
+        let (from, to) = match d.mem() {
+            Some(mem) => (written(mem), per_unit(mem, total)),
+            None => ("no --mem".into(), format!("--mem={}", format_mem(m))),
+        };
+        if from != to {
+            out.push(Change {
+                resource: "mem".into(),
+                from: if nodes > 1 {
+                    format!("{from} ({nodes} nodes)")
+                } else {
+                    from
+                },
+                to,
+                why: note("mem_mb"),
             });
-        } else {
-            let gpus = asked.gpus.unwrap_or(1);
-            let (from, to) = match d.mem() {
-                Some(MemPer::Cpu(v)) => (
-                    format!("--mem-per-cpu={}", format_mem(v)),
-                    format!("--mem-per-cpu={}", format_mem(per(m, cpus))),
-                ),
-                Some(MemPer::Gpu(v)) => (
-                    format!("--mem-per-gpu={}", format_mem(v)),
-                    format!("--mem-per-gpu={}", format_mem(per(m, gpus))),
-                ),
-                Some(MemPer::Node(v)) => (
-                    format!("--mem={} per node", format_mem(v)),
-                    format!("--mem={}", format_mem(per(m, nodes))),
-                ),
-                None => (
-                    "no --mem".into(),
-                    format!("--mem={}", format_mem(per(m, nodes))),
-                ),
-            };
-            if from.split(' ').next() != Some(to.as_str()) {
-                out.push(Change {
-                    resource: "mem".into(),
-                    from,
-                    to,
-                    why: note("mem_mb"),
-                });
-            }
         }
     }
     if let (Some(t), false) = (rec.time_s, cli("time")) {
@@ -194,33 +274,6 @@ fn changes(d: &Directives, rec: &Rec) -> (Vec<Change>, Vec<String>) {
                 }),
                 to: format!("--time={}", format_duration(t)),
                 why: note("time_s"),
-            });
-        }
-    }
-    if let (Some(g), Some(Scope::Gpus(opt, kind)), false) = (rec.gpus, d.gpu_scope(), cli("gpus")) {
-        if cold("gpus") || asked.gpus == Some(g) {
-        } else if g == 0 {
-            kept.push(format!(
-                "{}; GPUs kept as written (remove the request yourself if they are not needed)",
-                note("gpus")
-            ));
-        } else {
-            let n = match opt {
-                "--gpus" => g,
-                "--gpus-per-task" => per(f64::from(g), tasks) as u32,
-                _ => per(f64::from(g), nodes) as u32,
-            };
-            let to = match (opt, &kind) {
-                ("--gres", Some(k)) => format!("--gres=gpu:{k}:{n}"),
-                ("--gres", None) => format!("--gres=gpu:{n}"),
-                (o, Some(k)) => format!("{o}={k}:{n}"),
-                (o, None) => format!("{o}={n}"),
-            };
-            out.push(Change {
-                resource: "gpus".into(),
-                from: format!("{} GPUs in all", asked.gpus.unwrap_or(0)),
-                to,
-                why: note("gpus"),
             });
         }
     }
@@ -247,21 +300,44 @@ fn sh_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
+/// SLURM's default limit on a batch script's size (`max_script_size` of
+/// SchedulerParameters): sbatch refuses a larger one.
+pub const MAX_SCRIPT: usize = 4 * 1024 * 1024;
+
+/// The signals the wrapper passes on to the script: every one a batch
+/// script can be sent (`scancel --signal`, `--signal=B:SIG@time`, the time
+/// limit's TERM) that a shell can trap.
+const FORWARDED: [&str; 8] = ["HUP", "INT", "QUIT", "ALRM", "TERM", "USR1", "USR2", "CONT"];
+
+/// The interpreter and its one argument of a `#!` line, as the kernel reads
+/// them (the path, then the rest as one argument).
+fn shebang(first: &[u8]) -> Option<(String, Option<String>)> {
+    let line = String::from_utf8_lossy(first.strip_prefix(b"#!")?);
+    let line = line.trim_end_matches('\r').trim_matches([' ', '\t']);
+    let (path, arg) = match line.split_once([' ', '\t']) {
+        Some((p, a)) => (p, Some(a.trim_matches([' ', '\t']).to_string())),
+        None => (line, None),
+    };
+    (!path.is_empty()).then(|| (path.to_string(), arg.filter(|a| !a.is_empty())))
+}
+
 /// The job script sbatch is given: the directive block of `script` as
 /// written (sbatch reads it there), then code that writes the script,
 /// unchanged, to a private temporary file, starts `monitor`, runs the file
-/// with its own interpreter (its shebang) and the job's arguments, forwards
-/// TERM, INT and HUP to it, and on every exit path (an `exec` or a trap of
-/// the script's own included) stops the monitor, runs `finalize` and exits
-/// with the script's status.
-/// The script's bytes are kept as they are (a Latin-1 comment included).
+/// through its own interpreter (the `#!` line: no exec permission needed,
+/// so a noexec TMPDIR does not matter) with the job's arguments and the
+/// job's standard input, passes every signal of [`FORWARDED`] on to it, and
+/// on every exit path (an `exec` or a trap of the script's own included)
+/// stops the monitor, runs `finalize` and exits with the script's status.
+/// The script's bytes are kept as they are (a Latin-1 comment included). A
+/// wrapper over [`MAX_SCRIPT`] is an error: sbatch would refuse it.
 pub fn wrapper(script: &[u8], block_end: usize, monitor: &str, finalize: &str) -> Result<Vec<u8>> {
     let lines: Vec<&[u8]> = script.split(|b| *b == b'\n').collect();
-    if !lines.first().is_some_and(|l| l.starts_with(b"#!")) {
+    let Some((interp, arg)) = lines.first().and_then(|l| shebang(l)) else {
         return Err(Error::Other(
-            "not a batch script: its first line must start with #! (sbatch refuses it too)".into(),
+            "not a batch script: its first line must start with #! and name an interpreter (sbatch refuses it too)".into(),
         ));
-    }
+    };
     let mut delim = String::from("HPC_SUBMIT_SCRIPT_END");
     while lines
         .iter()
@@ -275,6 +351,15 @@ pub fn wrapper(script: &[u8], block_end: usize, monitor: &str, finalize: &str) -
         w.push(b'\n');
     }
     let (mon, fin) = (sh_quote(monitor), sh_quote(finalize));
+    let run = match &arg {
+        Some(a) => format!("{} {}", sh_quote(&interp), sh_quote(a)),
+        None => sh_quote(&interp),
+    };
+    let traps: String = FORWARDED
+        .iter()
+        .map(|s| format!("trap 'kill -{s} \"$hpc_pid\" 2>/dev/null' {s}\n"))
+        .collect();
+    let all = FORWARDED.join(" ");
     w.extend_from_slice(format!("# hpc submit: the script runs unchanged, with its own interpreter, under\n# the monitor; it is finalized on every exit path, keeping its exit status.\nhpc_script=$(mktemp \"${{TMPDIR:-/tmp}}/hpc-job.XXXXXX\") || exit 1\ncat >\"$hpc_script\" <<'{delim}'\n").as_bytes());
     w.extend_from_slice(script);
     if !script.ends_with(b"\n") {
@@ -283,24 +368,24 @@ pub fn wrapper(script: &[u8], block_end: usize, monitor: &str, finalize: &str) -
     w.extend_from_slice(
         format!(
             r#"{delim}
-chmod 700 "$hpc_script"
 hpc_monitored=0
 if {mon} start; then
     hpc_monitored=1
 else
     echo "hpc: the monitor did not start; the job runs unmonitored" >&2
 fi
-"$hpc_script" "$@" &
+# The job's standard input (sbatch --input) goes to the script: a
+# background command's would be /dev/null.
+exec 3<&0
+{run} "$hpc_script" "$@" <&3 3<&- &
 hpc_pid=$!
-trap 'kill -TERM "$hpc_pid" 2>/dev/null' TERM
-trap 'kill -INT "$hpc_pid" 2>/dev/null' INT
-trap 'kill -HUP "$hpc_pid" 2>/dev/null' HUP
-while :; do
+exec 3<&-
+{traps}while :; do
     wait "$hpc_pid"
     hpc_rc=$?
     kill -0 "$hpc_pid" 2>/dev/null || break
 done
-trap - TERM INT HUP
+trap - {all}
 if [ "$hpc_monitored" = 1 ]; then
     {mon} stop || :
     {fin} "$SLURM_JOB_ID" || echo "hpc: hpc-finalize $SLURM_JOB_ID failed" >&2
@@ -311,6 +396,14 @@ exit "$hpc_rc"
         )
         .as_bytes(),
     );
+    if w.len() > MAX_SCRIPT {
+        return Err(Error::Other(format!(
+            "the job script sbatch would be given is {} bytes (the script, {} bytes, and the wrapper around it), over SLURM's default limit of {} bytes (max_script_size): sbatch would refuse it; submit the script with sbatch directly, or keep its data out of it",
+            w.len(),
+            script.len(),
+            MAX_SCRIPT
+        )));
+    }
     Ok(w)
 }
 
@@ -519,8 +612,9 @@ mod tests {
     #[test]
     fn a_four_node_job_is_advised_per_node_and_per_task() {
         let s = "#!/bin/sh\n#SBATCH -N 4 --ntasks-per-node=2 -c 8 --mem=100G\nsrun x\n";
-        // History: 200 GiB in all, 16 CPUs in all.
-        let (c, _) = plan_of(s, &[], rec(Some(204800.0), Some(16), None, Tier::History));
+        // History: 50 GiB a node (the advice is per node, as --mem), 16 CPUs
+        // in all.
+        let (c, _) = plan_of(s, &[], rec(Some(51200.0), Some(16), None, Tier::History));
         let to: Vec<&str> = c.iter().map(|c| c.to.as_str()).collect();
         assert_eq!(to, ["--cpus-per-task=2", "--mem=50G"]);
         // A cold start with the request as the advice changes nothing.
@@ -554,6 +648,64 @@ mod tests {
         assert!(kept.iter().any(|k| k.contains("no --time")), "{kept:?}");
     }
 
+    /// `rec` with GPUs advised from history too.
+    fn with_gpus(mut r: Rec, gpus: u32) -> Rec {
+        r.gpus = Some(gpus);
+        let b = r.basis["cpus"].clone();
+        r.basis.insert("gpus".into(), b);
+        r
+    }
+
+    #[test]
+    fn memory_per_gpu_follows_the_new_gpu_count() {
+        // Issue 29: --gpus=4 --mem-per-gpu=40G became --gpus=2 with 40G a
+        // GPU still: 80 GiB against a 150 GiB peak.
+        let s = "#!/bin/sh\n#SBATCH --gpus=4 --mem-per-gpu=40G\nx\n";
+        let r = with_gpus(rec(Some(153600.0), None, None, Tier::History), 2);
+        let (c, _) = plan_of(s, &[], r);
+        let to: Vec<&str> = c.iter().map(|c| c.to.as_str()).collect();
+        assert_eq!(to, ["--gpus=2", "--mem-per-gpu=75G"]);
+        // Kept memory (no memory history) keeps its total for the new count.
+        let r = with_gpus(rec(None, None, None, Tier::History), 2);
+        let (c, _) = plan_of(s, &[], r);
+        let to: Vec<&str> = c.iter().map(|c| c.to.as_str()).collect();
+        assert_eq!(to, ["--gpus=2", "--mem-per-gpu=80G"]);
+    }
+
+    #[test]
+    fn memory_per_cpu_kept_keeps_its_total_when_cpus_are_cut() {
+        // Issue 29: -c 8 --mem-per-cpu=4G became -c 2 while the plan said
+        // "32G kept": the job got 8G.
+        let s = "#!/bin/sh\n#SBATCH -c 8 --mem-per-cpu=4G\nx\n";
+        let mut r = rec(Some(2048.0), Some(2), None, Tier::History);
+        r.basis.get_mut("mem_mb").unwrap().tier = Tier::Heuristic;
+        let (c, _) = plan_of(s, &[], r);
+        let to: Vec<&str> = c.iter().map(|c| c.to.as_str()).collect();
+        assert_eq!(to, ["--cpus-per-task=2", "--mem-per-cpu=16G"]);
+        let d = Directives::read(s)
+            .unwrap()
+            .with_cli(&to.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .unwrap();
+        assert_eq!(d.request().mem_mb, Some(32768.0), "32G in all, as asked");
+    }
+
+    #[test]
+    fn other_gres_are_kept_and_cpus_per_gpu_stays_per_gpu() {
+        // Issue 29: --gres=gpu:a100:4,lscratch:200 became --gres=gpu:a100:2.
+        let s = "#!/bin/sh\n#SBATCH --gres=gpu:a100:4,lscratch:200\nx\n";
+        let r = with_gpus(rec(None, None, None, Tier::History), 2);
+        let (c, _) = plan_of(s, &[], r);
+        assert_eq!(c[0].to, "--gres=gpu:a100:2,lscratch:200");
+        // --cpus-per-gpu: the job's CPUs are read, and advised per GPU (no
+        // --cpus-per-task, which SLURM refuses beside it).
+        let s = "#!/bin/sh\n#SBATCH --gpus=2 --cpus-per-gpu=8\nx\n";
+        let d = Directives::read(s).unwrap();
+        assert_eq!(d.request().cpus, Some(16));
+        let (c, _) = plan_of(s, &[], rec(None, Some(4), None, Tier::History));
+        let to: Vec<&str> = c.iter().map(|c| c.to.as_str()).collect();
+        assert_eq!(to, ["--cpus-per-gpu=2"]);
+    }
+
     #[test]
     fn memory_per_cpu_stays_per_cpu() {
         let s = "#!/bin/sh\n#SBATCH --mem-per-cpu=4G -n 4\nx\n";
@@ -579,10 +731,35 @@ mod tests {
             "{w}"
         );
         assert!(w.contains("if '/m on' start; then"), "{w}");
+        assert!(w.contains("'/bin/tcsh' \"$hpc_script\""), "{w}");
         assert!(wrapper(b"echo no shebang\n", 0, "m", "f").is_err());
+        assert!(wrapper(b"#!\necho no interpreter\n", 0, "m", "f").is_err());
         // Bytes that are not UTF-8 are kept.
         let latin1 = b"#!/bin/sh\n# caf\xe9\necho\n";
         let w = wrapper(latin1, 2, "m", "f").unwrap();
         assert!(w.windows(latin1.len()).any(|x| x == latin1));
+    }
+
+    #[test]
+    fn the_interpreter_line_is_read_as_the_kernel_reads_it() {
+        assert_eq!(shebang(b"#!/bin/bash"), Some(("/bin/bash".into(), None)));
+        assert_eq!(
+            shebang(b"#! /usr/bin/env python3 -u\r"),
+            Some(("/usr/bin/env".into(), Some("python3 -u".into())))
+        );
+        assert_eq!(shebang(b"#!"), None);
+    }
+
+    #[test]
+    fn a_wrapper_sbatch_would_refuse_is_an_error_before_submitting() {
+        // Issue 29: a 4.0 MB script made an 8.4 MB wrapper, which sbatch
+        // refuses (max_script_size, 4 MiB by default).
+        let mut big = b"#!/bin/sh\n".to_vec();
+        big.extend(std::iter::repeat_n(b"# data\n".as_slice(), 600_000).flatten());
+        let e = wrapper(&big, 1, "m", "f").unwrap_err().to_string();
+        assert!(e.contains("max_script_size"), "{e}");
+        // Under the limit it is given, and holds the script once.
+        big.truncate(3 << 20);
+        assert!(wrapper(&big, 1, "m", "f").unwrap().len() < big.len() + 4096);
     }
 }

@@ -16,7 +16,7 @@ use hpc_core::{Error, Result};
 
 use crate::calib::{Calibrated, Level, Pred, Predictor, Rounding, Seen};
 use crate::fit::{Models, PEAK};
-use crate::history::{read_analysis, read_history, Past};
+use crate::history::{read_analysis, read_history, Past, PeakFrom};
 use crate::risk::{self, Point};
 use crate::tools::ToolTable;
 use crate::trace::Resource;
@@ -51,12 +51,17 @@ pub const DEFAULT_BASE_MB: f64 = 2048.0;
 /// CPUs follow this quantile of the cores earlier jobs used.
 pub const CPU_QUANTILE: f64 = 0.9;
 
+/// The largest `--mem-floor` or `--mem-step`, MiB (1 PiB: more than any
+/// node has; beyond it the arithmetic of a step overflows).
+pub const MAX_ROUNDING_MB: f64 = 1024.0 * 1024.0 * 1024.0;
+
 /// The memory rounding of `--mem-floor` and `--mem-step` (MiB), checked.
 pub fn mem_rounding(floor: f64, step: f64) -> Result<Rounding> {
-    if !(floor > 0.0 && floor.is_finite() && step > 0.0 && step.is_finite()) {
-        return Err(Error::Usage(
-            "--mem-floor and --mem-step: positive numbers of MiB".into(),
-        ));
+    let ok = |v: f64| v > 0.0 && v <= MAX_ROUNDING_MB;
+    if !(ok(floor) && ok(step)) {
+        return Err(Error::Usage(format!(
+            "--mem-floor and --mem-step: positive numbers of MiB, at most {MAX_ROUNDING_MB} (1 PiB)"
+        )));
     }
     Ok(Rounding { floor, step })
 }
@@ -119,16 +124,30 @@ fn matching<'a>(an: &Analysis, history: &'a [Past]) -> Vec<&'a Past> {
 
 /// Whether an earlier job is one of the script's own: the same user (when
 /// both are known) and the same tool (by its analysis; a job without one
-/// matches by its job name).
+/// matches by its job name). A script of no known tool (`generic`) matches
+/// only its own earlier jobs: the same job name (sbatch's default is the
+/// script's file name) or the same script; unrelated jobs of unknown tools
+/// are not pooled.
 fn is_match(an: &Analysis, p: &Past) -> bool {
     let same_user = match (&an.user, &p.user) {
         (Some(a), Some(b)) => a == b,
         _ => true,
     };
-    let same_tool = match (&p.tool, &p.job_name, &an.request.job_name) {
-        (Some(t), _, _) => *t == an.tool,
-        (None, Some(n), Some(m)) => n == m,
-        _ => false,
+    let name = an.request.job_name.clone().or_else(|| {
+        Path::new(&an.script)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    });
+    let same_name = matches!((&p.job_name, &name), (Some(n), Some(m)) if n == m);
+    let same_tool = if an.tool == crate::tools::GENERIC {
+        let same_script = !an.script_sha256.is_empty()
+            && p.script_sha256.as_deref() == Some(an.script_sha256.as_str());
+        same_name || same_script
+    } else {
+        match &p.tool {
+            Some(t) => *t == an.tool,
+            None => same_name,
+        }
     };
     same_user && same_tool
 }
@@ -169,10 +188,13 @@ fn calibrated(i: &RecommendInputs, resource: Resource) -> Option<(Pred, f64, f64
     // What a job needed, its weight, its request.
     type Of = fn(&Past) -> (Option<Point>, f64, Option<f64>);
     let (of, rounding, asked): (Of, Rounding, Option<f64>) = match resource {
+        // Memory per node (the unit of --mem), the request's too.
         Resource::Mem => (
             |p| (p.mem_point(), p.elapsed_s.unwrap_or(1.0), p.req_mem_mb),
             i.rounding,
-            an.request.mem_mb,
+            an.request
+                .mem_mb
+                .map(|m| m / f64::from(an.request.nodes.unwrap_or(1).max(1))),
         ),
         Resource::Time => (
             |p| (p.time_point(), 1.0, p.timelimit_s),
@@ -255,9 +277,39 @@ fn level_note(l: &Level, at: f64, resource: Resource) -> (f64, String) {
     (at, said)
 }
 
+/// How the per-node peaks of `past` were found, when any job had more than
+/// one task on a node or a probe's reading: "" for one-task jobs of sacct.
+fn per_node_note(past: &[&Past]) -> String {
+    let probe = past
+        .iter()
+        .filter(|p| p.peak_from == PeakFrom::Probe)
+        .count();
+    let tasks = past
+        .iter()
+        .filter_map(|p| match p.peak_from {
+            PeakFrom::Tasks(n) if n > 1 => Some(n),
+            _ => None,
+        })
+        .max();
+    let mut said = Vec::new();
+    if probe > 0 {
+        said.push(format!("the probe's peak of the busiest node for {probe}"));
+    }
+    if let Some(n) = tasks {
+        said.push(format!(
+            "sacct's MaxRSS (one task's peak) x the tasks on a node (up to {n}) for the others"
+        ));
+    }
+    if said.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", said.join("; "))
+    }
+}
+
 /// Memory: the calibrated sizer over the history, else the fitted model,
 /// else the heuristic.
-fn memory(i: &RecommendInputs) -> (f64, Basis) {
+fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
     let an = i.analysis;
     if let Some((p, value, at, said)) = calibrated(i, Resource::Mem) {
         let by = match p.predictor {
@@ -278,13 +330,14 @@ fn memory(i: &RecommendInputs) -> (f64, Basis) {
                 an.input_mb.unwrap_or(0.0)
             ),
         };
+        let per_node = per_node_note(past);
         let start = if p.n < 5 {
             "; few jobs: the spread is borrowed from the rest of the history (or a prior log-sd of 0.5 without one)"
         } else {
             ""
         };
         let note = format!(
-            "{} earlier {} jobs of yours peaked at most {} ({} ran out of memory){by}{start}; {}",
+            "{} earlier {} jobs of yours peaked at most {} per node{per_node} ({} ran out of memory){by}{start}; {}",
             p.n,
             an.tool,
             gib(p.max_seen),
@@ -436,7 +489,7 @@ pub fn recommend(i: &RecommendInputs) -> Rec {
         request: Some(an.request.clone()),
         basis: Default::default(),
     };
-    let (mem, why) = memory(i);
+    let (mem, why) = memory(i, &past);
     rec.mem_mb = Some(mem);
     rec.basis.insert("mem_mb".into(), why);
     if let Some((c, why)) = cpus(i, &past) {

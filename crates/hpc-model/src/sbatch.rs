@@ -15,6 +15,7 @@ enum Key {
     MemPerCpu,
     MemPerGpu,
     CpusPerTask,
+    CpusPerGpu,
     Ntasks,
     NtasksPerNode,
     Nodes,
@@ -37,6 +38,7 @@ const OPTIONS: &[(&str, Option<char>, Key)] = &[
     ("mem-per-cpu", None, Key::MemPerCpu),
     ("mem-per-gpu", None, Key::MemPerGpu),
     ("cpus-per-task", Some('c'), Key::CpusPerTask),
+    ("cpus-per-gpu", None, Key::CpusPerGpu),
     ("ntasks", Some('n'), Key::Ntasks),
     ("ntasks-per-node", None, Key::NtasksPerNode),
     ("nodes", Some('N'), Key::Nodes),
@@ -76,11 +78,14 @@ struct Gpus {
 struct Raw {
     mem: Option<MemPer>,
     cpus_per_task: Option<u32>,
+    cpus_per_gpu: Option<u32>,
     ntasks: Option<u32>,
     ntasks_per_node: Option<u32>,
     nodes: Option<u32>,
     time_s: Option<f64>,
     gres: Option<Gpus>,
+    /// The `--gres` list as written (its other entries are kept).
+    gres_text: Option<String>,
     gpus: Option<Gpus>,
     gpus_per_node: Option<Gpus>,
     gpus_per_task: Option<Gpus>,
@@ -97,11 +102,13 @@ impl Raw {
         over!(
             mem,
             cpus_per_task,
+            cpus_per_gpu,
             ntasks,
             ntasks_per_node,
             nodes,
             time_s,
             gres,
+            gres_text,
             gpus,
             gpus_per_node,
             gpus_per_task
@@ -189,7 +196,10 @@ impl Directives {
             || cli.gres.is_some();
         for (set, name) in [
             (cli.mem.is_some(), "mem"),
-            (cli.cpus_per_task.is_some(), "cpus"),
+            (
+                cli.cpus_per_task.is_some() || cli.cpus_per_gpu.is_some(),
+                "cpus",
+            ),
             (cli.time_s.is_some(), "time"),
             (gpus, "gpus"),
         ] {
@@ -232,6 +242,32 @@ impl Directives {
         self.raw.cpus_per_task.is_some()
     }
 
+    /// `--cpus-per-gpu`, when given (the job's CPUs follow its GPUs).
+    pub fn cpus_per_gpu(&self) -> Option<u32> {
+        self.raw.cpus_per_gpu
+    }
+
+    /// The `--gres` list with its `gpu` entry replaced by `gpu` (`gpu:2`,
+    /// `gpu:a100:2`), every other entry kept as written.
+    pub fn gres_with(&self, gpu: &str) -> String {
+        let list = self.raw.gres_text.as_deref().unwrap_or("");
+        let mut out: Vec<String> = Vec::new();
+        let mut done = false;
+        for entry in list.split(',').filter(|e| !e.is_empty()) {
+            let bare = entry.strip_prefix("gres/").unwrap_or(entry);
+            if !done && (bare == "gpu" || bare.starts_with("gpu:") || bare.starts_with("gpu(")) {
+                out.push(gpu.to_string());
+                done = true;
+            } else {
+                out.push(entry.to_string());
+            }
+        }
+        if !done {
+            out.insert(0, gpu.to_string());
+        }
+        format!("--gres={}", out.join(","))
+    }
+
     /// The GPU option the job uses, and the type.
     pub fn gpu_scope(&self) -> Option<Scope> {
         let r = &self.raw;
@@ -264,9 +300,14 @@ pub fn parse_directives(text: &str) -> Result<Request, DirectiveError> {
     Directives::read(text).map(|d| d.request())
 }
 
-/// True for a line sbatch stops at: neither blank nor a comment.
+/// True for a line sbatch stops at: neither blank nor a comment. Only C's
+/// `isspace` characters are skipped before the `#`, as sbatch skips them: a
+/// line indented with a no-break space is a command.
 pub fn is_command(line: &str) -> bool {
-    line.trim_start().chars().next().is_some_and(|c| c != '#')
+    line.trim_start_matches([' ', '\t', '\r', '\n', '\x0b', '\x0c'])
+        .chars()
+        .next()
+        .is_some_and(|c| c != '#')
 }
 
 /// Splits a directive's text into words as sbatch does.
@@ -369,6 +410,7 @@ fn set(raw: &mut Raw, key: Key, v: &str) -> Result<(), String> {
         Key::MemPerCpu => raw.mem = Some(MemPer::Cpu(mem_mb(v)?)),
         Key::MemPerGpu => raw.mem = Some(MemPer::Gpu(mem_mb(v)?)),
         Key::CpusPerTask => raw.cpus_per_task = Some(count(v)?),
+        Key::CpusPerGpu => raw.cpus_per_gpu = Some(count(v)?),
         Key::Ntasks => raw.ntasks = Some(count(v)?),
         Key::NtasksPerNode => raw.ntasks_per_node = Some(count(v)?),
         // `-N 2-4` asks for 2 to 4 nodes: the minimum is what it gets for sure.
@@ -381,7 +423,10 @@ fn set(raw: &mut Raw, key: Key, v: &str) -> Result<(), String> {
                 None => return Err("not a time limit".into()),
             }
         }
-        Key::Gres => raw.gres = gres_gpus(v)?,
+        Key::Gres => {
+            raw.gres = gres_gpus(v)?;
+            raw.gres_text = Some(v.to_string());
+        }
         Key::Gpus => raw.gpus = Some(gpu_spec(v)?),
         Key::GpusPerNode => raw.gpus_per_node = Some(gpu_spec(v)?),
         Key::GpusPerTask => raw.gpus_per_task = Some(gpu_spec(v)?),
@@ -481,6 +526,7 @@ fn totals(raw: Raw) -> Request {
         r.cpus = Some(raw.cpus_per_task.unwrap_or(1).saturating_mul(tasks));
     }
     r.time_s = raw.time_s;
+    let cpus_per_gpu = raw.cpus_per_gpu;
     let gpus = [
         raw.gpus.map(|g| (g, 1)),
         raw.gpus_per_node.map(|g| (g, nodes)),
@@ -493,6 +539,10 @@ fn totals(raw: Raw) -> Request {
     if let Some((g, times)) = gpus {
         r.gpus = Some(g.count.saturating_mul(times));
         r.gpu_type = g.kind;
+    }
+    // `--cpus-per-gpu` gives the job that many CPUs for each of its GPUs.
+    if let (Some(c), Some(g)) = (cpus_per_gpu, r.gpus) {
+        r.cpus = Some(c.saturating_mul(g));
     }
     r.mem_mb = match raw.mem {
         // `--mem=0` asks for all the memory of each node: unknown here.
@@ -560,6 +610,17 @@ mod tests {
     fn the_last_memory_option_wins() {
         let r = req("#SBATCH --mem=1G\n#SBATCH --mem-per-cpu=100 -c 3\n");
         assert_eq!(r.mem_mb, Some(300.0));
+    }
+
+    #[test]
+    fn a_comment_indented_with_a_no_break_space_ends_the_block() {
+        // sbatch skips only isspace() before '#': U+00A0 makes the line a
+        // command, and the directives after it are not read.
+        let d = Directives::read("#!/bin/sh\n\u{a0}# note\n#SBATCH --mem=1G\n").unwrap();
+        assert_eq!(d.block_end, 1);
+        assert_eq!(d.request().mem_mb, None);
+        let d = Directives::read("#!/bin/sh\n \t# note\n#SBATCH --mem=1G\n").unwrap();
+        assert_eq!(d.request().mem_mb, Some(1024.0));
     }
 
     #[test]

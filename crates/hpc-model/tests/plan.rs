@@ -23,6 +23,24 @@ fn write(dir: &Path, name: &str, text: &str, exec: bool) -> String {
 /// Plans `script`, runs the wrapper with sh as SLURM would (job id 77), and
 /// returns (exit status, the log of the fake monitor and finalizer, stdout).
 fn run_wrapped(dir: &Path, script: &str) -> (i32, String, String) {
+    let wrap = wrap(dir, script);
+    let out = Command::new("sh")
+        .arg(&wrap)
+        .arg("arg one")
+        .env("SLURM_JOB_ID", "77")
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        std::fs::read_to_string(dir.join("log")).unwrap_or_default(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Plans `script` with a fake monitor and finalizer that log to `log`, and
+/// returns the wrapper's path.
+fn wrap(dir: &Path, script: &str) -> std::path::PathBuf {
     let log = dir.join("log");
     let mon = write(
         dir,
@@ -53,18 +71,83 @@ fn run_wrapped(dir: &Path, script: &str) -> (i32, String, String) {
         "",
     );
     assert_eq!(code, 0, "{err}");
+    wrap
+}
+
+#[test]
+fn the_job_reads_its_standard_input() {
+    // Issue 29: the script ran in the background, so a job with
+    // #SBATCH --input=FILE read /dev/null.
+    let dir = tempfile::tempdir().unwrap();
+    let wrap = wrap(dir.path(), "#!/bin/sh\nread line\necho \"read: $line\"\n");
+    let out = hpc_testkit::feed(
+        Command::new("sh")
+            .arg(&wrap)
+            .env("SLURM_JOB_ID", "77")
+            .current_dir(dir.path()),
+        b"from the input file\n",
+    );
+    assert!(out.status.success());
+    assert_eq!(
+        hpc_testkit::text(&out.stdout),
+        "read: from the input file\n"
+    );
+}
+
+#[test]
+fn a_signal_for_the_batch_shell_reaches_the_script_and_the_job_is_finalized() {
+    // Issue 29: with --signal=B:USR1@300 the wrapper died of USR1; the
+    // script's trap and the finalizer never ran.
+    let dir = tempfile::tempdir().unwrap();
+    let wrap = wrap(
+        dir.path(),
+        "#!/bin/bash\ntrap 'echo checkpoint; exit 7' USR1\ntouch ready\nwhile :; do sleep 0.05; done\n",
+    );
+    let child = Command::new("sh")
+        .arg(&wrap)
+        .env("SLURM_JOB_ID", "77")
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = dir.path().join("ready");
+    for _ in 0..200 {
+        if ready.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(ready.exists(), "the script did not start");
+    // As slurmd signals the batch shell (the wrapper) alone.
+    let sent = Command::new("kill")
+        .args(["-USR1", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(7), "the script's own exit");
+    assert_eq!(hpc_testkit::text(&out.stdout), "checkpoint\n");
+    let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
+    assert!(log.ends_with("finalize 77\n"), "{log}");
+}
+
+#[test]
+fn the_script_runs_through_its_interpreter_without_exec_permission() {
+    // Issue 29: on a noexec TMPDIR every job exited 126. The copy is read
+    // by its interpreter, so it needs no exec permission: the wrapper never
+    // makes it executable.
+    let dir = tempfile::tempdir().unwrap();
+    let wrap = wrap(dir.path(), "#!/bin/sh\nls -l \"$0\" | cut -c1-10\n");
+    let text = std::fs::read_to_string(&wrap).unwrap();
+    assert!(!text.contains("chmod"), "{text}");
     let out = Command::new("sh")
         .arg(&wrap)
-        .arg("arg one")
         .env("SLURM_JOB_ID", "77")
-        .current_dir(dir)
+        .current_dir(dir.path())
         .output()
         .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        std::fs::read_to_string(&log).unwrap_or_default(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
+    assert!(out.status.success());
+    assert_eq!(hpc_testkit::text(&out.stdout), "-rw-------\n");
 }
 
 #[test]
@@ -166,7 +249,8 @@ fn the_plan_record_has_the_options_in_sbatch_units_and_the_diff() {
     assert_eq!(code, 2);
 }
 
-/// `n` completed 2-node STAR jobs of the user `ana` peaking at 2 GiB in all.
+/// `n` completed 2-node STAR jobs of the user `ana`, one task a node, whose
+/// task peaks at about 2 GiB.
 fn star_history(n: usize) -> String {
     (0..n)
         .map(|i| {
@@ -212,8 +296,8 @@ fn the_sbatch_format_is_the_plans_options_per_node_and_ndjson_gives_the_rec() {
         .collect();
     let (rec, plan) = (&lines[0], &lines[1]);
     assert_eq!(rec["kind"], "rec", "{nd}");
-    let total = rec["mem_mb"].as_f64().unwrap();
-    assert!(total < 16384.0, "{nd}");
+    let node = rec["mem_mb"].as_f64().unwrap();
+    assert!((2128.0..16384.0).contains(&node), "{nd}");
     let opts: Vec<String> = plan["options"]
         .as_array()
         .unwrap()
@@ -223,7 +307,7 @@ fn the_sbatch_format_is_the_plans_options_per_node_and_ndjson_gives_the_rec() {
     let sb = run("sbatch");
     let want: Vec<String> = opts.iter().map(|o| format!("#SBATCH {o}")).collect();
     assert_eq!(sb.lines().collect::<Vec<_>>(), want);
-    // The memory is per node: half the total, rounded up, in sbatch's units.
+    // The advice is per node, as --mem is: written as it is.
     let mem = opts
         .iter()
         .find_map(|o| o.strip_prefix("--mem="))
@@ -233,9 +317,61 @@ fn the_sbatch_format_is_the_plans_options_per_node_and_ndjson_gives_the_rec() {
         .unwrap()
         .mb;
     assert!(
-        per_node * 2.0 >= total && per_node < total,
-        "{mem} per node for {total} MiB in all"
+        per_node >= node && per_node < node + 1.0,
+        "{mem} for {node}"
     );
+}
+
+#[test]
+fn a_multi_task_job_is_sized_per_node_from_its_tasks() {
+    // Issue 29: a 3-node job with 4 tasks a node, each task peaking at
+    // 2 GiB (8 GiB a node), was planned --mem=790M a node.
+    let dir = tempfile::tempdir().unwrap();
+    let s = write(
+        dir.path(),
+        "mpi.sbatch",
+        "#!/bin/sh\n#SBATCH -N 3 --ntasks-per-node=4 --mem=32G\nsrun ./a.out\n",
+        false,
+    );
+    let hist: String = (0..12)
+        .map(|i| {
+            format!(
+                concat!(
+                    r#"{{"kind":"job","cluster":"c","job_id":"{i}","job_id_raw":"{i}","user":"ana","job_name":"mpi.sbatch","state":"COMPLETED","end":"2026-01-01T00:00:{i:02}Z","#,
+                    r#""elapsed_s":1000,"timelimit_s":7200,"nnodes":3,"ntasks":12,"alloc_cpus":12,"req_mem_mb":98304,"max_rss_mb":{peak},"total_cpu_s":7000,"is_final":true}}"#,
+                    "\n"
+                ),
+                i = i,
+                peak = 2048 + i % 3,
+            )
+        })
+        .collect();
+    let h = write(dir.path(), "h.ndjson", &hist, false);
+    let out = hpc_testkit::feed(
+        TOOL.command(&["plan", &s, "--history", &h, "--format", "ndjson"])
+            .env("USER", "ana"),
+        b"",
+    );
+    assert!(out.status.success(), "{}", hpc_testkit::text(&out.stderr));
+    let text = hpc_testkit::text(&out.stdout);
+    let plan: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+    let mem = plan["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|o| o.as_str()?.strip_prefix("--mem="))
+        .unwrap_or_else(|| panic!("{plan}"))
+        .to_string();
+    let per_node = hpc_core::slurm::parse_mem(&mem, 1024.0 * 1024.0)
+        .unwrap()
+        .unwrap()
+        .mb;
+    assert!(
+        per_node >= 4.0 * 2050.0,
+        "{mem} a node for 4 tasks of 2 GiB"
+    );
+    let why = plan["changes"][0]["why"].as_str().unwrap();
+    assert!(why.contains("x the tasks on a node (up to 4)"), "{why}");
 }
 
 #[test]

@@ -457,3 +457,48 @@ fn a_batch_script_on_a_pipe_is_read_once() {
     let asked = rec.request.expect("the request was read");
     assert_eq!(asked.mem_mb, Some(8192.0), "{out}");
 }
+
+#[test]
+fn a_script_of_no_known_tool_matches_only_its_own_earlier_jobs() {
+    // Issue 29: 30 small jobs of unknown tools (200 MiB, 10 min, 1 core) cut
+    // a new 64G / 16-CPU / 2-day script named bigsim to 256M, 1 CPU and 12
+    // minutes: every unknown tool was `generic`, and pooled.
+    let dir = tempfile::tempdir().unwrap();
+    let small: String = (0..30)
+        .map(|i| {
+            job(i, "COMPLETED", 200.0, 1024.0, 600.0, 600.0, 1.0)
+                .replace(r#""tool":"star""#, r#""tool":"generic""#)
+                .replace(r#""user":"ana","#, r#""user":"ana","job_name":"small.sh","#)
+                .replace(r#""script_sha256":"00""#, r#""script_sha256":"aa""#)
+        })
+        .collect();
+    let bigsim = concat!(
+        r#"{"kind":"analysis","user":"ana","script":"/home/ana/bigsim.sbatch","script_sha256":"bb","#,
+        r#""request":{"mem_mb":65536,"cpus":16,"time_s":172800},"tool":"generic","tools":[]}"#,
+        "\n"
+    );
+    let a = write(dir.path(), "a.ndjson", bigsim);
+    let h = write(dir.path(), "h.ndjson", &small);
+    let run = || {
+        let (code, out, err) = cli(
+            &["recommend", &a, "--history", &h, "--format", "ndjson"],
+            "",
+        );
+        assert_eq!(code, 0, "{err}");
+        rec_of(&out)
+    };
+    let rec = run();
+    assert_eq!(rec.mem_mb, Some(65536.0), "{rec:?}");
+    assert_eq!(rec.cpus, Some(16), "{rec:?}");
+    assert_eq!(rec.time_s, Some(172800.0), "{rec:?}");
+    assert_eq!(rec.basis["mem_mb"].tier, Tier::Heuristic);
+    // Its own earlier jobs (the same job name, sbatch's default: the
+    // script's file name) are its history.
+    let own = small.replace("small.sh", "bigsim.sbatch");
+    std::fs::write(&h, own).unwrap();
+    assert_eq!(run().basis["mem_mb"].tier, Tier::History);
+    // So are those of the same script under another name.
+    let same = small.replace(r#""script_sha256":"aa""#, r#""script_sha256":"bb""#);
+    std::fs::write(&h, same).unwrap();
+    assert_eq!(run().basis["mem_mb"].tier, Tier::History);
+}
