@@ -126,6 +126,45 @@ for want in JobName=flow-pernode NumTasks=2 CPUs/Task=1 MinMemoryNode=300M TimeL
     check "scontrol: the indented-comment, 2-task job was given $want" grep -qF -- "$want" pernode.scontrol
 done
 
+# Issue 29, through the real sbatch: the job's standard input (--input), a
+# signal for the batch shell (scancel --batch, as --signal=B:USR1 sends it)
+# reaching the script's trap, and memory per CPU as asked.
+printf 'hello from the input file\n' >"$work/in.txt"
+cat >input.sbatch <<EOF
+#!/bin/bash
+#SBATCH --job-name=flow-input
+#SBATCH --mem=100M
+#SBATCH --input=$work/in.txt
+read -r line
+echo "read: \$line"
+EOF
+cat >signal.sbatch <<'EOF'
+#!/bin/bash
+#SBATCH --job-name=flow-signal
+#SBATCH --mem=100M
+trap 'echo "checkpoint on USR1"; exit 0' USR1
+touch "$SLURM_SUBMIT_DIR/signal.started"
+while :; do sleep 0.2; done
+EOF
+cat >percpu.sbatch <<'EOF'
+#!/bin/bash
+#SBATCH --job-name=flow-percpu
+#SBATCH --cpus-per-task=2 --mem-per-cpu=100M
+true
+EOF
+for j in input signal percpu; do
+    out=$(hpc submit --no-recommend -o "$work/$j-%j.out" "$j.sbatch" 2>"$j.err")
+    id[$j]=$(submitted_id "$out")
+    [ -n "${id[$j]}" ] && jobs+=("${id[$j]}")
+    check "hpc submit $j.sbatch submits (job ${id[$j]:-none})" [ -n "${id[$j]}" ]
+done
+scontrol show job "${id[percpu]}" >percpu.scontrol 2>&1
+check "scontrol: the --mem-per-cpu job was given 100M a CPU and 2 CPUs" \
+    bash -c 'grep -qF MinMemoryCPU=100M percpu.scontrol && grep -qF CPUs/Task=2 percpu.scontrol'
+for _ in $(seq 1 100); do [ -e signal.started ] && break; sleep 0.3; done
+check "the signal job's script is running" [ -e signal.started ]
+scancel --signal=USR1 --batch "${id[signal]}"
+
 # Every job (and array task) has left the queue and its steps are final in
 # sacct; at most 150 s.
 wait_gone 150 "${jobs[@]}"
@@ -133,6 +172,12 @@ echo "# the jobs ended after $((SECONDS - t_begin)) s"
 for j in "${!id[@]}"; do show "  $j: " "$(cat "$work/$j-"*.out 2>/dev/null | tail -n 3)"; done
 
 harvest_and_dump
+
+check "the --input job's script read the input file" grep -qx "read: hello from the input file" "$work/input-${id[input]}.out"
+check "USR1 for the batch shell reached the script's trap" grep -qx "checkpoint on USR1" "$work/signal-${id[signal]}.out"
+check "... and the job ended as the script said: COMPLETED, finalized (a summary)" bash -c "
+    sacct -n -X -P -o State -j ${id[signal]} | grep -qx COMPLETED &&
+    grep -q '\"job_id\":\"${id[signal]}\"' summaries.ndjson"
 
 # ---------------------------------------------------------------- the database
 for j in mem300 oom sleeper steps array overlap; do

@@ -251,10 +251,12 @@ fn changes(d: &Directives, rec: &Rec) -> (Vec<Change>, Vec<String>) {
         if from != to {
             out.push(Change {
                 resource: "mem".into(),
-                from: if nodes > 1 {
-                    format!("{from} ({nodes} nodes)")
-                } else {
-                    from
+                from: match d.mem() {
+                    Some(MemPer::Node(_)) if nodes > 1 => {
+                        format!("{from} per node ({nodes} nodes)")
+                    }
+                    Some(MemPer::Node(_)) => format!("{from} per node"),
+                    _ => from,
                 },
                 to,
                 why: note("mem_mb"),

@@ -163,8 +163,14 @@ fn basis(tier: Tier, method: &str, n: Option<usize>, note: String) -> Basis {
     }
 }
 
+/// A size as a person reads it: MiB below 1 GiB (a 6 MiB peak is not
+/// "0.0G"), else GiB with one decimal.
 fn gib(mb: f64) -> String {
-    format!("{:.1}G", mb / 1024.0)
+    if mb < 1024.0 {
+        format!("{mb:.0}M")
+    } else {
+        format!("{:.1}G", mb / 1024.0)
+    }
 }
 
 /// The group key the script's own earlier jobs are replayed under.

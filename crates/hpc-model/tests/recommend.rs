@@ -286,7 +286,7 @@ fn small_peaks_are_raised_to_the_floor() {
     // 30 jobs are too few for the 1 % rank: the largest, raised a step.
     assert!(matches!(rec.mem_mb, Some(144.0 | 160.0)), "{rec:?}");
     assert!(
-        rec.basis["mem_mb"].note.contains("0.1G seen in 30 jobs"),
+        rec.basis["mem_mb"].note.contains("140M seen in 30 jobs"),
         "{}",
         rec.basis["mem_mb"].note
     );
