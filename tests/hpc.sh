@@ -238,8 +238,10 @@ assert a[:4] == ["--parsable", "-p", "debug", "--mem"] and a[4] == "2G", a
 assert a[5].endswith("/job.sbatch") and "hpc-submit." in a[5], a
 assert a[6:] == ["worker.sh", "--", "x"], a
 ' "$FAKE_STATE/sbatch.$n.args"
-check "submit refuses what is neither an sbatch option nor a script, naming it" \
-    sh -c '"$1" submit --no-recommend -zz "$2" 2>&1 >/dev/null | grep -q -- "-zz is neither"; [ "$?" = 0 ]' sh "$hpc" "$work/job.sbatch"
+"$hpc" submit --no-recommend -zz "$work/job.sbatch" >/dev/null 2>"$work/zz.err"
+rc=$?
+check "submit refuses what is neither an sbatch option nor a script (exit $rc)" [ "$rc" -eq 2 ]
+check "... naming it" grep -q -- "-zz is neither" "$work/zz.err"
 check "... and an option without its value and no script, exit 2" status 2 "$hpc" submit --no-recommend --partition
 "$hpc" submit --dry-run --no-recommend -J 'a b' "$work/job.sbatch" "it's" >/dev/null 2>"$work/dryq.err"
 check "the --dry-run line is quoted as a shell reads it" grep -qF "sbatch -J a\\ b (the script above) it\\'s" "$work/dryq.err"
