@@ -309,7 +309,7 @@ pub const MAX_SCRIPT: usize = 4 * 1024 * 1024;
 /// The signals the wrapper passes on to the script: every one a batch
 /// script can be sent (`scancel --signal`, `--signal=B:SIG@time`, the time
 /// limit's TERM) that a shell can trap.
-const FORWARDED: [&str; 8] = ["HUP", "INT", "QUIT", "ALRM", "TERM", "USR1", "USR2", "CONT"];
+pub const FORWARDED: [&str; 8] = ["HUP", "INT", "QUIT", "ALRM", "TERM", "USR1", "USR2", "CONT"];
 
 /// The interpreter and its one argument of a `#!` line, as the kernel reads
 /// them (the path, then the rest as one argument).
