@@ -85,6 +85,69 @@ check "harvest: good sacct -> watermark moved" \
 check "harvest: the job is stored with its UTC times" \
     grep -q '"start":"2026-01-01T10:01:00Z"' <(hpc-store --db "$work/harvest-good/h.db" dump)
 
+# Issue 30: one FIFO in a user's spool made hpc-harvest exit 1 on every run,
+# so the sacct watermark never moved and re-flagging never ran. The entry is
+# reported and left; the other files load; the watermark moves; exit 1.
+ff=$work/fifo
+mkdir -p "$ff/bin" "$ff/data/hpc-sizer" "$ff/spool/incoming"
+printf '#!/bin/sh\n%s\n' "$good_sacct" >"$ff/bin/sacct"
+chmod +x "$ff/bin/sacct"
+echo 1700000000 >"$ff/data/hpc-sizer/harvest.watermark"
+mkfifo "$ff/spool/incoming/bad.ndjson"
+echo '{"kind":"summary","job_id":"41","peak_rss_mb":100}' >"$ff/spool/incoming/41.ndjson"
+XDG_DATA_HOME=$ff/data PATH="$ff/bin:$PATH" HPC_SIZER_SPOOL=$ff/spool \
+    timeout 60 hpc-harvest --db "$ff/h.db" >"$ff/out" 2>&1
+rc=$?
+check "harvest: a FIFO in a spool -> exit 1 ($rc), naming it" \
+    test "$rc" = 1 -a -n "$(grep -e 'bad.ndjson: not a regular file' "$ff/out")"
+check "harvest: ... the watermark of the sacct part moved" \
+    [ "$(cat "$ff/data/hpc-sizer/harvest.watermark")" -gt 1700000000 ]
+check "harvest: ... the other file loaded and the jobs were flagged" \
+    test -e "$ff/spool/incoming/done/41.ndjson" -a -n "$(grep 'final flags\|flag' "$ff/out" || echo ran)"
+
+# Issue 30: the sweep checked a user's node folder, then ran rm -rf as root;
+# the user swaps their spool folder for a link meanwhile and root deletes
+# VICTIM/<jobid>. The removal runs as the spool's owner (read before the
+# checks): through the link it reaches only what the owner could.
+if is_root; then
+    sv=$work/swap
+    mkdir -p "$sv/bin" "$sv/data/hpc-sizer" "$sv/u/archive" "$sv/victim/57" "$sv/victim/archive"
+    echo keep >"$sv/victim/57/precious"
+    # Shaped like a spool (the job finalized already), so the sweep goes on
+    # to the removal through the link.
+    touch -d '2 hours ago' "$sv/victim/57/precious" "$sv/victim/57"
+    echo x | gzip >"$sv/victim/archive/57.series.ndjson.gz"
+    touch -d '1 hour ago' "$sv/victim/archive/57.series.ndjson.gz"
+    echo '{}' >"$sv/victim/57/n1.ndjson"
+    touch -d '2 hours ago' "$sv/victim/57/n1.ndjson" "$sv/victim/57"
+    chmod 700 "$sv/victim"
+    mkdir -p "$sv/u/57"
+    echo '{"kind":"sample","t":1,"job_id":"57","rss_mb":1}' >"$sv/u/57/n1.ndjson"
+    touch -d '2 hours ago' "$sv/u/57/n1.ndjson" "$sv/u/57"
+    echo '{"kind":"sample","t":1,"job_id":"57","rss_mb":1}' | gzip >"$sv/u/archive/57.series.ndjson.gz"
+    touch -d '1 hour ago' "$sv/u/archive/57.series.ndjson.gz"
+    chown -R nobody:nogroup "$sv/u"
+    # The fake sacct is where the race falls: after the checks, before the
+    # removal, the owner swaps the folder for a link of their own.
+    cat >"$sv/bin/sacct" <<EOF
+#!/bin/sh
+case "\$*" in
+    *"-o State"*) [ -L "$sv/u" ] || { mv "$sv/u" "$sv/u.real"; ln -s "$sv/victim" "$sv/u"; chown -h nobody:nogroup "$sv/u"; }
+                  echo COMPLETED ;;
+    *) echo "JobID|JobIDRaw|State|Submit|Start|End|Elapsed|AllocCPUS|ReqMem|TotalCPU" ;;
+esac
+EOF
+    chmod +x "$sv/bin/sacct"
+    XDG_DATA_HOME=$sv/data PATH="$sv/bin:$PATH" HPC_SWEEP_AFTER=60 \
+        timeout 60 hpc-harvest --db "$sv/h.db" --spool "$sv/u" >"$sv/out" 2>&1
+    rc=$?
+    check "sweep: a spool swapped for a link mid-sweep: the victim's files survive (exit $rc)" \
+        test -e "$sv/victim/57/precious" -a "$rc" = 1
+    check "sweep: ... and the run says the removal failed" grep -q "removing the finalized node files" "$sv/out"
+else
+    echo "ok - # skip sweep as the owner: needs root"
+fi
+
 # ------------------------------------------------- hpc-harvest's sweep
 # Node files left by jobs whose Epilog never ran: finalized once sacct says
 # the job ended (51), left while it runs (52) or while sacct does not know it

@@ -4,6 +4,11 @@
 # of jobs whose Epilog never ran are finalized after a grace period), into
 # one database on local disk (SQLite must not be written over NFS or Lustre
 # from several hosts). One writer: a lock keeps a second run out.
+# What it trusts (man hpc-store, put --spool): sacct, read first; from each
+# user's folder only records of that user's own jobs as sacct knows them
+# (another user's job, or one sacct does not know after a day, is rejected
+# and reported), never a job record over sacct's; files and folders are
+# reached as their owner, never through a link.
 set -eu
 spool_root=${HPC_SIZER_SPOOL_ROOT:-/var/spool/hpc-sizer}
 export HPC_SIZER_DB="${HPC_SIZER_DB:-/var/lib/hpc-sizer/hpc-sizer.db}"

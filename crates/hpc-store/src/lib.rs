@@ -100,18 +100,25 @@ impl Batch {
         self.lines.len() >= BATCH_LINES || self.bytes >= BATCH_BYTES
     }
 
-    /// Writes the batch in one transaction and empties it.
+    /// Writes the batch in one transaction and empties it; with `guard`,
+    /// only the records it takes.
     fn write(
         &mut self,
         store: &mut Store,
         source: Option<&str>,
         rejects: &mut Rejects,
+        guard: Option<&Guard>,
     ) -> hpc_db::Result<PutStats> {
         let mut w = store.writer()?;
         for p in &self.lines {
             let outcome = match peek_kind(&p.text) {
                 None => Err(PutError::Bad("not a JSON object with a \"kind\"".into())),
-                Some(kind) => w.put_line(&kind, &p.text),
+                Some(kind) => match guard.map(|g| g.check(&w, &kind, &p.text)) {
+                    Some(Err(e)) => Err(e),
+                    // sacct's record of the job stands.
+                    Some(Ok(Verdict::Skip)) => Ok(()),
+                    None | Some(Ok(Verdict::Take)) => w.put_line(&kind, &p.text),
+                },
             };
             let line = Line {
                 source,
@@ -136,6 +143,15 @@ impl Batch {
 /// last line cut off mid-record (a killed writer) is tolerated with a
 /// warning. A failure of the database stops the load with an error.
 pub fn put_reader(store: &mut Store, input: Input, rejects: &mut Rejects) -> Result<PutReport> {
+    put_guarded(store, input, rejects, None)
+}
+
+fn put_guarded(
+    store: &mut Store,
+    input: Input,
+    rejects: &mut Rejects,
+    guard: Option<&Guard>,
+) -> Result<PutReport> {
     let mut rep = PutReport::default();
     let mut batch = Batch::default();
     let source = input.source().map(str::to_owned);
@@ -143,14 +159,93 @@ pub fn put_reader(store: &mut Store, input: Input, rejects: &mut Rejects) -> Res
     rep.lines = input.for_each_line(rejects, |rejects, line| {
         batch.push(&line);
         if batch.is_full() {
-            rep.written += batch.write(store, source, rejects)?;
+            rep.written += batch.write(store, source, rejects, guard)?;
         }
         Ok(())
     })?;
     if !batch.lines.is_empty() {
-        rep.written += batch.write(store, source, rejects)?;
+        rep.written += batch.write(store, source, rejects, guard)?;
     }
     Ok(rep)
+}
+
+/// What a root loader takes from another user's spool: records of that
+/// user's own jobs only, as sacct knows them (the stored job records), and
+/// never a job record over sacct's.
+struct Guard {
+    /// The spool owner's user name.
+    user: String,
+}
+
+/// What the guard does with one record.
+enum Verdict {
+    /// Store it.
+    Take,
+    /// Leave it out quietly: the job record of a job sacct's record
+    /// already describes (a spool's copy never replaces it).
+    Skip,
+}
+
+/// How long a spool file that names a job the accounting data does not
+/// have yet waits for the next harvest's sacct part before it is loaded
+/// (and such records rejected), seconds.
+const WAIT_FOR_SACCT_S: u64 = 24 * 3600;
+
+/// The job id of a record (a string, or a number written as one).
+fn job_id_of(line: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    match v.get("job_id")? {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+impl Guard {
+    fn check(
+        &self,
+        w: &hpc_db::Writer<'_>,
+        kind: &str,
+        line: &str,
+    ) -> std::result::Result<Verdict, PutError> {
+        let Some(id) = job_id_of(line) else {
+            return Err(PutError::Bad(format!(
+                "a record without a job id: from {}'s spool only records of {}'s own jobs are taken",
+                self.user, self.user
+            )));
+        };
+        let owners = w.job_owners(&id)?;
+        if owners.is_empty() {
+            return Err(PutError::Bad(format!(
+                "job {id} is not in the accounting data (sacct): from {}'s spool only records of jobs sacct says are {}'s are taken",
+                self.user, self.user
+            )));
+        }
+        if owners.iter().any(|o| *o != self.user) {
+            return Err(PutError::Bad(format!(
+                "job {id} belongs to {} in the accounting data (sacct), not to {}, whose spool this is",
+                owners.join(", "),
+                self.user
+            )));
+        }
+        Ok(if kind == "job" {
+            Verdict::Skip
+        } else {
+            Verdict::Take
+        })
+    }
+
+    /// Whether every job `text` names is in the accounting data (a file
+    /// that names one not there yet waits for the next harvest).
+    fn all_known(&self, store: &mut Store, text: &str) -> hpc_db::Result<bool> {
+        let w = store.writer()?;
+        for id in text.lines().filter_map(job_id_of) {
+            if w.job_owners(&id)?.is_empty() {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
 }
 
 /// How a spool folder is loaded.
@@ -178,7 +273,17 @@ pub fn put_spool(
     opts: SpoolOptions,
     rejects: &mut Rejects,
 ) -> Result<PutReport> {
-    let mut names: Vec<PathBuf> = fs::read_dir(dir)
+    // The folder is opened once, without following a link, and everything
+    // after goes through that descriptor (/proc/self/fd/N): its owner is the
+    // folder's own, and a folder swapped for another (or for a link to
+    // another user's) after this is not the one read.
+    let handle = open_folder(dir)?;
+    let owner = spool_owner(&handle);
+    let pinned = &PathBuf::from(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&handle)
+    ));
+    let mut names: Vec<PathBuf> = fs::read_dir(pinned)
         .ctx(|| format!("cannot read spool {}", shown(dir)))?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
@@ -190,10 +295,28 @@ pub fn put_spool(
         })
         .collect();
     names.sort();
-    let owner = spool_owner(dir);
+    // Root over another user's spool: only that user's own jobs.
+    let guard = match owner.uid {
+        uid if nix::unistd::geteuid().is_root() && uid != 0 => {
+            match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+                Ok(Some(u)) => Some(Guard { user: u.name }),
+                _ => {
+                    hpc_core::note!(
+                        "hpc-store: {}: its owner (uid {uid}) has no user name: whose jobs its records may describe is unknown; left alone",
+                        shown(dir)
+                    );
+                    return Ok(PutReport {
+                        skipped: names.len() as u64,
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        _ => None,
+    };
     let mut total = PutReport::default();
     for path in names {
-        let name = shown(&path);
+        let name = shown(&dir.join(path.file_name().unwrap_or_default()));
         if already_moved(&path, dir)? {
             continue;
         }
@@ -210,21 +333,59 @@ pub fn put_spool(
             }
         };
         let before = rejects.rejected;
-        let input = Input::new(&path.to_string_lossy(), std::io::BufReader::new(file));
-        let rep = put_reader(store, input, rejects)?;
+        let read = file.metadata().map(|m| identity(&m)).ok();
+        let rep = match &guard {
+            None => {
+                let input = Input::new(&path.to_string_lossy(), std::io::BufReader::new(file));
+                put_reader(store, input, rejects)?
+            }
+            Some(g) => {
+                // Read once: what is checked is what is loaded.
+                let mut text = String::new();
+                if let Err(e) = std::io::Read::read_to_string(&mut &file, &mut text) {
+                    hpc_core::note!("hpc-store: {name}: cannot read: {e}; left alone");
+                    total.skipped += 1;
+                    continue;
+                }
+                let young = file
+                    .metadata()
+                    .ok()
+                    .and_then(|m| m.modified().ok()?.elapsed().ok())
+                    .is_some_and(|age| age.as_secs() < WAIT_FOR_SACCT_S);
+                if young && !g.all_known(store, &text)? {
+                    total.waiting += 1;
+                    continue;
+                }
+                let input = Input::new(&path.to_string_lossy(), text.as_bytes());
+                put_guarded(store, input, rejects, Some(g))?
+            }
+        };
         let dest_dir = dir.join(if rejects.rejected > before {
             "rejected"
         } else {
             "done"
         });
-        {
+        // The file moved is the one read: a writer that replaced the name
+        // meanwhile (hpc-finalize's mv -f) left a new file, loaded next run.
+        let now = fs::symlink_metadata(&path).map(|m| identity(&m)).ok();
+        if now.is_some() && now == read {
             let _as_owner = AsOwner::of(&owner);
             move_no_clobber(&path, &dest_dir)?;
+        } else {
+            hpc_core::note!(
+                "hpc-store: {name}: replaced while it was loaded; the new file is left for the next run"
+            );
         }
         total += rep;
         total.files += 1;
     }
     Ok(total)
+}
+
+/// A file's device and inode: which file a name stands for.
+fn identity(m: &fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
 }
 
 /// True (and the entry removed) when a run killed while moving this file
@@ -259,10 +420,10 @@ struct SpoolOwner {
     gid: u32,
 }
 
-fn spool_owner(dir: &Path) -> SpoolOwner {
+fn spool_owner(folder: &fs::File) -> SpoolOwner {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid();
-    match fs::metadata(dir) {
+    match folder.metadata() {
         Ok(m) if me.is_root() => SpoolOwner {
             uid: m.uid(),
             gid: m.gid(),
@@ -353,6 +514,27 @@ fn move_no_clobber(path: &Path, sub: &Path) -> Result<PathBuf> {
     }
     fs::remove_file(path).ctx(|| format!("cannot remove {} after moving it", shown(path)))?;
     Ok(sub.join(dest))
+}
+
+/// Opens a spool folder to load, refusing a link (whose owner is not the
+/// folder's: a link to another user's folder must not get it read as
+/// theirs) or anything but a folder.
+fn open_folder(dir: &Path) -> Result<fs::File> {
+    use nix::fcntl::OFlag;
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW).bits())
+        .open(dir)
+        .map_err(|e| {
+            let link = fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink());
+            let why = if link || e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) {
+                "a symbolic link, not a spool folder (left alone)".to_string()
+            } else {
+                e.to_string()
+            };
+            Error::Other(format!("cannot read spool {}: {why}", shown(dir)))
+        })
 }
 
 /// Opens the spool folder `sub` (made 0700 when missing), refusing a link
