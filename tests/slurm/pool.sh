@@ -145,7 +145,7 @@ while [ "$n" -lt 6 ]; do
 done
 show "  " "$(cat "$work/sbatch.err" 2>/dev/null)"
 check "after $n sleeping jobs in $acct_a (2 expected: the GPU slot stays reserved) --next cpu names $acct_b (got ${next:-none})" \
-    [ "$n" -eq 2 ] && [ "$next" = "$acct_b" ]
+    test "$n" -eq 2 -a "$next" = "$acct_b"
 pool --format ndjson >"$work/full.ndjson" 2>/dev/null
 check "$acct_a shows the 2 jobs used and 0 CPU slots free" json_is "$work/full.ndjson" \
     "r[0]['used']['cpu'] == 2 and r[0]['used']['mem_mb'] == 200 and r[0]['free_cpu_slots'] == 0"
@@ -153,7 +153,7 @@ check "$acct_a shows the 2 jobs used and 0 CPU slots free" json_is "$work/full.n
 submit "$acct_b" "$qb"
 next_cpu
 check "with $acct_b full too (its one job, running or pending) --next cpu exits 3 (exit $next_rc) and names none" \
-    [ "$next_rc" -eq 3 ] && [ -z "$next" ]
+    test "$next_rc" -eq 3 -a -z "$next"
 check "... and says which limits bind" grep -q "no account has a free cpu slot now: $acct_a: cpu (qos $qa GrpTRES" "$work/next.err"
 
 # ---------------------------------------------------------------- cancelling
@@ -172,5 +172,6 @@ check "after scancel --next cpu names $acct_a again (got ${next:-none})" [ "$nex
 out=$(SLURM_CONF=$work/empty-slurm.conf pool 2>&1 >"$work/fail.out")
 rc=$?
 show "  " "$out"
-check "with sacctmgr failing (an empty slurm.conf) hpc-model pool exits 1 (exit $rc), names the command, prints no pool" \
-    [ "$rc" -eq 1 ] && grep -q 'sacctmgr show associations' <<<"$out" && [ ! -s "$work/fail.out" ]
+check "with sacctmgr failing (an empty slurm.conf) hpc-model pool exits 1 (exit $rc)" [ "$rc" -eq 1 ]
+check "... names the command" grep -q 'sacctmgr show associations' <<<"$out"
+check "... and prints no pool" [ ! -s "$work/fail.out" ]

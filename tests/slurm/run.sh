@@ -394,7 +394,7 @@ for line in open(sys.argv[1]):
         print(int(t.timestamp()))
 ' "$work/jobs-d.ndjson" "$job_a")
 check "job $job_a start stored as sacct's own second ($stored_a = $epoch_a)" \
-    [ -n "$epoch_a" ] && [ "$stored_a" = "$epoch_a" ]
+    test -n "$epoch_a" -a "$stored_a" = "$epoch_a"
 mark_file=${XDG_DATA_HOME:-$HOME/.local/share}/hpc-sizer/harvest.watermark
 mark_before=$(cat "$mark_file" 2>/dev/null)
 timeout 120 hpc-harvest --db "$DB" --since not-a-date >"$work/harvest-bad.out" 2>&1

@@ -155,10 +155,18 @@ pub fn read(input: impl Read, source: &str, rejects: &mut Rejects) -> Result<NfT
     let (rchar, submit) = (col("rchar"), col("submit"));
     let mut out = NfTrace::default();
     let mut first: HashMap<String, (Option<f64>, Option<f64>)> = HashMap::new();
-    let mut rec = csv::StringRecord::new();
-    while r.read_record(&mut rec)? {
+    let mut raw = csv::ByteRecord::new();
+    while r.read_byte_record(&mut raw)? {
         out.rows += 1;
-        let line = rec.position().map_or(out.rows + 1, |p| p.line());
+        let line = raw.position().map_or(out.rows + 1, |p| p.line());
+        // A row with bytes that are not UTF-8 is rejected; the rest is read.
+        let rec = match csv::StringRecord::from_byte_record(raw.clone()) {
+            Ok(rec) => rec,
+            Err(_) => {
+                rejects.reject(Some(source), line, "not UTF-8 text")?;
+                continue;
+            }
+        };
         if rec.len() != head.len() {
             let why = format!("{} fields, the header has {}", rec.len(), head.len());
             rejects.reject(Some(source), line, &why)?;
@@ -393,13 +401,27 @@ pub fn to_nextflow(advice: &[ProcessAdvice], header: &str) -> String {
     out
 }
 
-/// A rule name as a YAML key: plain when it is a word, else double-quoted.
+/// A rule name as a YAML key: plain when it is a word, else double-quoted
+/// with every character YAML does not print as itself escaped (C0 and C1
+/// controls, DEL, NEL, the line and paragraph separators, the BOM), which a
+/// YAML reader would refuse or read as a line break.
 fn yaml_key(name: &str) -> String {
     if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        name.to_owned()
-    } else {
-        serde_json::to_string(name).unwrap_or_default()
+        return name.to_owned();
     }
+    let mut out = String::from("\"");
+    for c in name.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{2028}' | '\u{2029}' | '\u{feff}' => {
+                out.push_str(&format!("\\u{:04X}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The advice as a Snakemake profile's `set-resources` (mem_mb, runtime in

@@ -147,3 +147,38 @@ fn recommend_writes_a_nextflow_config_and_snakemake_resources() {
     );
     assert_eq!(code, 2);
 }
+
+#[test]
+fn a_row_that_is_not_utf8_is_rejected_and_the_rest_replayed() {
+    // Issue 30: one non-UTF-8 byte aborted the whole read.
+    let dir = tempfile::tempdir().unwrap();
+    let mut bytes = synth::nextflow(2, 400).into_bytes();
+    bytes.extend_from_slice(b"9001\tab/1\t1\tPROC_g1 (caf\xe9)\tCOMPLETED\t0\t2023-04-09 00:00:00.000\t1m\t1m\t1%\t1 GB\t1 GB\t1 MB\t1 MB\t2 GB\t1h\t1\n");
+    let path = dir.path().join("trace.txt");
+    std::fs::write(&path, &bytes).unwrap();
+    let (code, out, err) = TOOL.cli(&["backtest", "--nextflow", path.to_str().unwrap()], "");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("not UTF-8 text"), "{err}");
+    assert!(out.contains("ours"), "the good rows are replayed: {out}");
+}
+
+#[test]
+fn process_names_with_del_or_nel_are_escaped_in_the_snakemake_yaml() {
+    // Issue 30: a process name with DEL or NEL made the YAML fail to load.
+    let dir = tempfile::tempdir().unwrap();
+    let text = synth::nextflow(4, 600)
+        .replace("PROC_g1 ", "PROC\u{7f}g1 ")
+        .replace("PROC_g2 ", "PROC\u{85}g2 ");
+    let trace = write(dir.path(), "trace.txt", &text);
+    let (code, yaml, err) = TOOL.cli(
+        &["recommend", "--nextflow", &trace, "--format", "snakemake"],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(yaml.contains("\"PROC\\u007Fg1\":"), "{yaml}");
+    assert!(yaml.contains("\"PROC\\u0085g2\":"), "{yaml}");
+    assert!(
+        !yaml.contains('\u{7f}') && !yaml.contains('\u{85}'),
+        "{yaml}"
+    );
+}

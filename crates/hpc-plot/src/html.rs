@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use hpc_core::advice::Rec;
@@ -37,10 +36,16 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// The most bytes of a user's name, written out, that a page's file name
+/// holds whole (a file name may have 255).
+const MAX_NAME: usize = 120;
+
 /// The file name of a user's page: bytes other than ASCII letters, digits
-/// and `-` are written `_XX` (hex), so every user has one safe name.
+/// and `-` are written `_XX` (hex), so every user has one safe name. A
+/// name longer than [`MAX_NAME`] so written is cut there and followed by a
+/// hash of the whole name (FNV-1a, 64 bits), so it stays one name apart.
 pub fn user_file(user: &str) -> String {
-    let mut s = String::from("user-");
+    let mut s = String::new();
     for b in user.bytes() {
         if b.is_ascii_alphanumeric() || b == b'-' {
             s.push(b as char);
@@ -48,9 +53,19 @@ pub fn user_file(user: &str) -> String {
             let _ = write!(s, "_{b:02X}");
         }
     }
-    s.push_str(".html");
-    s
+    if s.len() > MAX_NAME {
+        let hash = user.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        s.truncate(MAX_NAME);
+        let _ = write!(s, "-{hash:016x}");
+    }
+    format!("user-{s}.html")
 }
+
+/// The file in a report folder that lists the pages the last run wrote:
+/// only those are ever removed, never another file of the folder.
+const MANIFEST: &str = ".hpc-plot-pages";
 
 const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}\
@@ -339,13 +354,13 @@ pub fn job_svg(stream: &Stream, id: &str) -> Result<String> {
     Ok(format!("<h3>{}</h3>\n{svg}", escape(&head)))
 }
 
-/// Writes the report into `dir` (created 0700): `index.html` and one page
-/// per user, each atomically (0600). User pages of an earlier run that this
-/// run did not write are removed, so a re-run replaces the report.
+/// Writes the report into `dir` (created 0700 when missing; an existing
+/// folder keeps its mode): `index.html` and one page per user, each
+/// atomically (0600). Pages the previous run wrote (its manifest,
+/// [`MANIFEST`]) and this one did not are removed, so a re-run replaces the
+/// report; no other file of the folder is touched.
 pub fn write_site(dir: &Path, stream: &Stream, heading: &str) -> Result<()> {
     create_private_dir(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .ctx(|| format!("cannot chmod {}", hpc_core::paths::shown(dir)))?;
     let idx = Index::new(stream);
     let mut written = HashSet::new();
     for (user, jobs) in &idx.by_user {
@@ -375,19 +390,32 @@ pub fn write_site(dir: &Path, stream: &Stream, heading: &str) -> Result<()> {
     remove_stale(dir, &written)
 }
 
-/// Removes `user-*.html` pages of `dir` that are not in `keep`.
+/// Removes the pages of the previous run's manifest that are not in
+/// `keep`, then writes `keep` as the manifest.
 fn remove_stale(dir: &Path, keep: &HashSet<String>) -> Result<()> {
-    let entries =
-        std::fs::read_dir(dir).ctx(|| format!("cannot read {}", hpc_core::paths::shown(dir)))?;
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with("user-") && name.ends_with(".html") && !keep.contains(&name) {
-            let p = e.path();
-            std::fs::remove_file(&p)
-                .ctx(|| format!("cannot remove {}", hpc_core::paths::shown(&p)))?;
+    let manifest = dir.join(MANIFEST);
+    let before = std::fs::read_to_string(&manifest).unwrap_or_default();
+    for name in before.lines() {
+        // Only names this tool writes, in this folder.
+        let ours = name.starts_with("user-") && name.ends_with(".html") && !name.contains('/');
+        if ours && !keep.contains(name) {
+            let p = dir.join(name);
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).ctx(|| format!("cannot remove {}", hpc_core::paths::shown(&p)))
+                }
+                _ => {}
+            }
         }
     }
-    Ok(())
+    let mut names: Vec<&String> = keep.iter().collect();
+    names.sort();
+    write_atomic(&manifest, |w| {
+        for n in names {
+            writeln!(w, "{n}")?;
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]

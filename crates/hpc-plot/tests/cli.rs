@@ -310,7 +310,54 @@ fn the_html_report_escapes_user_strings_and_is_private_and_replaced() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names.len(), 2, "no temporary files left: {names:?}");
+    assert_eq!(
+        names.len(),
+        3,
+        "index, ann's page and the manifest; no temporary files left: {names:?}"
+    );
+}
+
+#[test]
+fn an_existing_report_folder_keeps_its_mode_and_its_other_files() {
+    // Issue 30: --out on an existing folder chmodded it to 0700 (a 2775
+    // group folder lost group access and setgid) and deleted the owner's
+    // own user-guide.html.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("shared");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o2775)).unwrap();
+    let guide = out.join("user-guide.html");
+    std::fs::write(&guide, "<p>how to read the report</p>").unwrap();
+    for _ in 0..2 {
+        let (code, _, err) = TOOL.cli(&["html", "--out", out.to_str().unwrap()], &full_day());
+        assert_eq!(code, 0, "{err}");
+    }
+    let m = std::fs::metadata(&out).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(m, 0o2775, "{m:o}");
+    assert!(guide.exists(), "the owner's own file is kept");
+    assert!(out.join("user-ann.html").exists());
+}
+
+#[test]
+fn a_user_name_too_long_for_a_file_name_still_gets_a_page_and_the_index() {
+    // Issue 30: one long or non-ASCII user name (file name too long)
+    // aborted the whole report: no index.html.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("site");
+    let long = "ü".repeat(200);
+    let mut text = full_day();
+    text.push_str(&format!("{{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"9\",\"job_id_raw\":\"9\",\"user\":\"{long}\",\"state\":\"COMPLETED\",\"is_final\":true}}\n"));
+    let (code, _, err) = TOOL.cli(&["html", "--out", out.to_str().unwrap()], &text);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.join("index.html").exists());
+    let page = out.join(hpc_plot::html::user_file(&long));
+    assert!(page.exists(), "{}", page.display());
+    assert!(page.file_name().unwrap().len() < 160);
+    assert_ne!(
+        hpc_plot::html::user_file(&long),
+        hpc_plot::html::user_file(&(long.clone() + "x")),
+        "two long names stay apart"
+    );
 }
 
 #[test]
