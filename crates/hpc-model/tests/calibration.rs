@@ -10,7 +10,7 @@ use hpc_core::advice::Backtest;
 use hpc_testkit::Tool;
 
 mod common;
-use common::{find, records, synth, trace};
+use common::{find, real_trace_args, records, synth};
 
 const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 fn replay(args: &[&str]) -> Vec<Backtest> {
@@ -52,30 +52,16 @@ fn assert_beats_max_at_5(name: &str, recs: &[Backtest]) {
 
 #[test]
 fn mgnify_is_calibrated_and_beats_max_at_5_percent() {
-    let (csv, tsv) = (
-        trace("mgnify_metaspades_3.15.3_jobs.csv"),
-        trace("mgnify_memory_heuristics.tsv"),
-    );
-    let recs = replay(&["--csv", &csv, "--mgnify", &tsv]);
+    let args = real_trace_args("mgnify");
+    let recs = replay(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_calibrated("mgnify", &recs);
     assert_beats_max_at_5("mgnify", &recs);
 }
 
 #[test]
 fn sap_builds_are_calibrated_and_beat_max_at_5_percent() {
-    let csv = trace("sap_build_memory.csv");
-    let recs = replay(&[
-        "--csv",
-        &csv,
-        "--group",
-        "group",
-        "--used",
-        "peak_mb",
-        "--request",
-        "request_mb",
-        "--order",
-        "order",
-    ]);
+    let args = real_trace_args("sap");
+    let recs = replay(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert_calibrated("sap", &recs);
     assert_beats_max_at_5("sap", &recs);
     // The trace has no runtime: every job weighs 1.

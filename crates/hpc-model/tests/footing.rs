@@ -10,7 +10,7 @@ use hpc_model::backtest::{equal_footing, Footing};
 use hpc_testkit::Tool;
 
 mod common;
-use common::{find, records, synth, trace};
+use common::{find, real_trace_args, records, synth};
 
 const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 
@@ -26,49 +26,19 @@ fn replay(args: &[&str]) -> Vec<Backtest> {
     records(&out)
 }
 
-/// The four real traces (tests/data/traces), replayed as the README's
-/// benches replay them.
+/// The four real traces (tests/data/traces), replayed as the benches
+/// replay them.
 fn real() -> Vec<(&'static str, Vec<Backtest>)> {
-    let by_process = |file: &str| {
-        let csv = trace(file);
-        replay(&[
-            "--csv",
-            &csv,
-            "--group",
-            "process",
-            "--used",
-            "used_mb",
-            "--runtime",
-            "runtime_s",
-            "--order",
-            "order",
-        ])
-    };
-    let (mgnify, heur, sap) = (
-        trace("mgnify_metaspades_3.15.3_jobs.csv"),
-        trace("mgnify_memory_heuristics.tsv"),
-        trace("sap_build_memory.csv"),
-    );
-    vec![
-        ("MGnify", replay(&["--csv", &mgnify, "--mgnify", &heur])),
-        (
-            "SAP",
-            replay(&[
-                "--csv",
-                &sap,
-                "--group",
-                "group",
-                "--used",
-                "peak_mb",
-                "--request",
-                "request_mb",
-                "--order",
-                "order",
-            ]),
-        ),
-        ("bwa", by_process("wfcommons_makeflow_bwa.csv")),
-        ("montage", by_process("wfcommons_pegasus_montage.csv")),
-    ]
+    ["MGnify", "SAP", "bwa", "montage"]
+        .into_iter()
+        .map(|name| {
+            let args = real_trace_args(&name.to_lowercase());
+            (
+                name,
+                replay(&args.iter().map(String::as_str).collect::<Vec<_>>()),
+            )
+        })
+        .collect()
 }
 
 /// The 1 % rule: a warm under-share of at most 2 %, and a MAQ at least

@@ -20,6 +20,52 @@ pub fn trace(file: &str) -> String {
     path
 }
 
+/// The backtest arguments of the real traces, as the benches replay them:
+/// MGnify (its preset), the SAP builds (grouped by build definition, no
+/// runtime) and the WfCommons traces `bwa` and `montage` (by process).
+pub fn real_trace_args(name: &str) -> Vec<String> {
+    let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    match name {
+        "mgnify" => own(&[
+            "--csv",
+            &trace("mgnify_metaspades_3.15.3_jobs.csv"),
+            "--mgnify",
+            &trace("mgnify_memory_heuristics.tsv"),
+        ]),
+        "sap" => own(&[
+            "--csv",
+            &trace("sap_build_memory.csv"),
+            "--group",
+            "group",
+            "--used",
+            "peak_mb",
+            "--request",
+            "request_mb",
+            "--order",
+            "order",
+        ]),
+        wf => own(&[
+            "--csv",
+            &trace(&format!(
+                "wfcommons_{}.csv",
+                if wf == "bwa" {
+                    "makeflow_bwa"
+                } else {
+                    "pegasus_montage"
+                }
+            )),
+            "--group",
+            "process",
+            "--used",
+            "used_mb",
+            "--runtime",
+            "runtime_s",
+            "--order",
+            "order",
+        ]),
+    }
+}
+
 /// The backtest records of an ndjson output.
 pub fn records(stdout: &str) -> Vec<Backtest> {
     stdout
