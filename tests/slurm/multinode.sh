@@ -188,6 +188,35 @@ zcat "$HPC_SIZER_SPOOL/archive/${id[spread]}.series.ndjson.gz" >series.ndjson
 check "... from the archived series, which keeps each node's samples" json_is series.ndjson \
     "sorted({x.get('host') for x in r if x.get('host')}) == sorted('${nodes[*]}'.split())"
 
+# Issue 29: the spread job again, asking 4G a node, now with advice from its
+# own history (the same job name): memory per node, from the probe's busiest
+# node (the step holding 500 MB), not the job's MaxRSS over the nodes. What
+# scontrol says the job was given is the plan's --mem, and it covers that
+# node's peak.
+sed 's/--mem=700M/--mem=4G/' spread.sbatch >spread-big.sbatch
+out=$(hpc submit -o "$work/again-%j.out" spread-big.sbatch 2>again.err)
+again=$(submitted_id "$out")
+show "  again: " "$(cat again.err)"
+scontrol show job "${again:-0}" >again.scontrol 2>&1
+[ -z "$again" ] || scancel "$again"
+mem=$(sed -n 's/^+ --mem=//p' again.err)
+check "the 3-node job with advice: the plan gives --mem=${mem:-none} a node" test -n "$mem"
+check "... and scontrol shows the job given MinMemoryNode=${mem:-none}" grep -qF "MinMemoryNode=$mem " again.scontrol
+busiest=$(python3 - summaries.ndjson "${id[spread]}" <<'EOF'
+import json, sys
+for l in open(sys.argv[1]):
+    s = json.loads(l)
+    if s["job_id"] == sys.argv[2] and s.get("host") is None:
+        print(max(s.get("peak_rss_mb_by_node", {}).values() or [0]))
+EOF
+)
+check "... which covers the busiest node's peak (${busiest:-?} MiB)" python3 -c '
+import sys
+v, unit = float(sys.argv[1][:-1]), sys.argv[1][-1]
+mib = v * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1 << 20}[unit]
+assert mib >= float(sys.argv[2]) > 400, (mib, sys.argv[2])
+' "${mem:-0M}" "${busiest:-0}"
+
 # ---------------------------------------------------------------- 2. the admin mode
 admin=$work/admin
 mkdir -p "$admin/spool"
