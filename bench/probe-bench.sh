@@ -6,8 +6,9 @@
 # same processes; and a churn
 # soak (processes starting and exiting hundreds of times a second), and
 # the procfs crate against the probe's own /proc parsers
-# (crates/hpc-probe/benches/procfs.rs), and the cost of the GPU reads per
-# sample (crates/hpc-probe/benches/gpu.rs).
+# (crates/hpc-probe/benches/procfs.rs), the cost of the GPU reads per
+# sample (crates/hpc-probe/benches/gpu.rs), and as root the cost in a real
+# job of the test cluster (tests/slurm/probe_cost.sh).
 #
 #   bash bench/probe-bench.sh [SAMPLES] [COUNTS...]
 #
@@ -22,6 +23,14 @@ cargo build --release -p hpc-probe --bin hpc-probe --example probe_bench
 "$CARGO_TARGET_DIR/release/examples/probe_bench" "$@"
 cargo bench -p hpc-probe --bench procfs
 cargo bench -p hpc-probe --bench gpu
+
+# The real-job mode (issue 31): the cost in a job of the test cluster, with
+# 1, 64 and 512 processes, under jobacct_gather/linux and /cgroup, beside the
+# per-process path (root, apt; HPC_PROBE_REAL_JOB=0 skips it).
+if [ "${HPC_PROBE_REAL_JOB:-1}" = 1 ] && [ "$(id -u)" = 0 ]; then
+    echo "real job: the probe's CPU per sample in a job of the test cluster"
+    bash tests/slurm/probe_cost.sh | grep -e '^# jobacct' -e 'ok - '
+fi
 
 secs="${HPC_PROBE_CHURN_SECS:-30}"
 if [ "$secs" -gt 0 ]; then

@@ -50,6 +50,9 @@
 #   HPC_SLURM_ACCOUNT  account of the submitting users (default hpcsizer)
 #   HPC_SLURM_USERS    more unix users to add to the accounting (default none)
 #   HPC_SLURM_APT_TIMEOUT  seconds allowed for apt-get update + install (600)
+#   HPC_SLURM_JOBACCT  the accounting gatherer: linux (default, the
+#                      jobacct_gather/linux of many sites) or cgroup
+#                      (jobacct_gather/cgroup, cgroup v1 mode only)
 set -uo pipefail
 
 prog=harness.sh
@@ -469,6 +472,12 @@ write_if_changed() {
 
 write_config() {
     local host=$1 mode=$2 same=1 proctrack taskplugin gather_params=""
+    local jobacct=${HPC_SLURM_JOBACCT:-linux}
+    case $jobacct in
+        linux) ;;
+        cgroup) [ "$mode" = v1 ] || { echo "$prog: HPC_SLURM_JOBACCT=cgroup needs the cgroup v1 mode" >&2; return 1; } ;;
+        *) echo "$prog: HPC_SLURM_JOBACCT=$jobacct: linux or cgroup" >&2; return 1 ;;
+    esac
     if [ "$mode" = v1 ]; then
         proctrack=proctrack/cgroup
         taskplugin=task/cgroup,task/affinity
@@ -520,7 +529,7 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=512
-JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherType=jobacct_gather/$jobacct
 JobAcctGatherFrequency=task=1
 $gather_params
 AcctGatherProfileType=acct_gather_profile/none

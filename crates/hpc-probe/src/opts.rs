@@ -42,8 +42,9 @@ pub struct Args {
     /// also read smaps_rollup for PSS (costs more CPU)
     #[argh(switch)]
     pub pss: bool,
-    /// with a job cgroup, read every process's files (threads, per-process
-    /// peaks and I/O, --pss) only every Nth sample, and on the first and
+    /// with a job cgroup, read every process's files (CPU where the cgroup
+    /// has none, threads, per-process peaks and I/O, --pss) only every Nth
+    /// sample, at least one for every 8 processes, and on the first and
     /// last (default 20; 1: every sample)
     #[argh(option, default = "20")]
     pub detail_every: u64,

@@ -52,11 +52,12 @@ pub struct Config {
     pub host: Option<String>,
     /// Job id written on each sample.
     pub job_id: Option<String>,
-    /// With a job cgroup that gives the CPU and memory: read the
-    /// per-process detail (every process's `stat`, `status`, `io`, and
-    /// `smaps_rollup` with `pss`) only every this many samples, and on
-    /// the first and on one asked for with [`Sampler::detail_next`]
-    /// (1: every sample). Without such a cgroup it is read every sample.
+    /// With a job cgroup that gives the memory: read the per-process
+    /// detail (every process's `stat`, `status`, `io`, and `smaps_rollup`
+    /// with `pss`) only every this many samples (more with many processes:
+    /// see [`detail_cadence`]), and on the first and on one asked for with
+    /// [`Sampler::detail_next`] (1: every sample). Without such a cgroup it
+    /// is read every sample.
     pub detail_every: u64,
 }
 
@@ -91,6 +92,9 @@ struct Prev {
     /// When `read_b` and `write_b` were read (I/O read on detail samples
     /// only has its own interval).
     io_mono: Option<f64>,
+    /// When the CPU times were last read (the processes' are read only on
+    /// detail samples when the cgroup has no CPU counters).
+    cpu_mono: Option<f64>,
     node: NodeReading,
 }
 
@@ -129,13 +133,14 @@ pub struct Sampler {
     plan: Option<Figures>,
     /// Figures of the plan whose file has since gone (the job ended).
     lost: Vec<Figure>,
-    /// The cgroup gives CPU and memory: per-process detail only every
-    /// `detail_every` samples.
+    /// The cgroup gives memory: per-process detail (and with it the CPU,
+    /// threads and I/O the cgroup does not give, cumulative counters carried
+    /// between) only every `detail_every` samples.
     fast: bool,
     /// The next sample reads the per-process detail.
     force_detail: bool,
-    /// Samples taken.
-    taken: u64,
+    /// Samples taken since the last detail sample.
+    since_detail: u64,
     /// Whether the last sample read the per-process detail.
     last_detail: bool,
     /// From the last cgroup listing: the pids (the probe's own left out),
@@ -219,7 +224,7 @@ impl Sampler {
             lost: Vec::new(),
             fast: false,
             force_detail: false,
-            taken: 0,
+            since_detail: 0,
             last_detail: false,
             listed: 0,
             skipped_tasks: 0,
@@ -626,10 +631,10 @@ impl Sampler {
         self.gen += 1;
         let plan = self.plan.unwrap_or_default();
         let cg = cg_counters.unwrap_or_default();
-        let every = self.cfg.detail_every.max(1);
-        let detail = !self.fast || self.force_detail || self.taken % every == 0;
+        let every = detail_cadence(self.cfg.detail_every, self.procs.len());
+        let detail = !self.fast || self.force_detail || self.gen == 1 || self.since_detail >= every;
         self.force_detail = false;
-        self.taken += 1;
+        self.since_detail = if detail { 1 } else { self.since_detail + 1 };
         self.last_detail = detail;
         // Listing the cgroup's pids costs with the number of processes:
         // with its task count at hand, a sample without detail lists them
@@ -661,7 +666,7 @@ impl Sampler {
             plan,
             detail,
         };
-        let cpu_total = self.put_cpu(&mut s, &r);
+        let (cpu_total, cpu_now) = self.put_cpu(&mut s, &r);
         self.put_memory(&mut s, &r);
         self.put_threads(&mut s, &r);
         if n.is_none() && (s.threads == Some(0) || self.cgroup_gone) {
@@ -686,20 +691,20 @@ impl Sampler {
             let dt = mono - p.mono;
             if dt > 0.0 {
                 let dt_io = p.io_mono.map(|m| mono - m).filter(|&d| io_now && d > 0.0);
-                self.put_rates(&mut s, cpu_total, dt_io, &node_now, dt);
+                let dt_cpu = p.cpu_mono.map(|m| mono - m).filter(|&d| cpu_now && d > 0.0);
+                self.put_rates(&mut s, cpu_total, dt_cpu, dt_io, &node_now, dt);
             }
         }
-        let io_mono = if io_now {
-            Some(mono)
-        } else {
-            self.prev.as_ref().and_then(|p| p.io_mono)
-        };
+        let since = |now: bool, last: Option<f64>| if now { Some(mono) } else { last };
+        let io_mono = since(io_now, self.prev.as_ref().and_then(|p| p.io_mono));
+        let cpu_mono = since(cpu_now, self.prev.as_ref().and_then(|p| p.cpu_mono));
         self.prev = Some(Prev {
             mono,
             cpu_s: cpu_total.max(self.prev.as_ref().map_or(0.0, |p| p.cpu_s)),
             read_b: self.out_read,
             write_b: self.out_write,
             io_mono,
+            cpu_mono,
             node: node_now,
         });
         s
@@ -780,14 +785,23 @@ impl Sampler {
     }
 
     /// Fills the CPU times of `s`: the cgroup's when it gives them (the
-    /// last ones read once its file is gone), else the processes'. Returns
-    /// the CPU seconds the busy cores are derived from.
-    fn put_cpu(&mut self, s: &mut Sample, r: &Reading) -> f64 {
+    /// last ones read once its file is gone), else the processes' on detail
+    /// samples, carried between (they are cumulative). Returns the CPU
+    /// seconds the busy cores are derived from, and whether they were read
+    /// now.
+    fn put_cpu(&mut self, s: &mut Sample, r: &Reading) -> (f64, bool) {
         let tck = self.cfg.clk_tck;
         let mut user_s = r.sum.user.saturating_add(self.dead_user) as f64 / tck;
         let mut sys_s = r.sum.sys.saturating_add(self.dead_sys) as f64 / tck;
         let mut cpu_total = user_s + sys_s;
-        if r.plan.has(Figure::Cpu) {
+        let mut now = r.detail;
+        if !r.plan.has(Figure::Cpu) && !r.detail {
+            // Not read this sample: the last reading stands.
+            user_s = self.out_user;
+            sys_s = self.out_sys;
+            cpu_total = self.prev.as_ref().map_or(0.0, |p| p.cpu_s);
+        } else if r.plan.has(Figure::Cpu) {
+            now = true;
             match (r.cg.user_s, r.cg.sys_s) {
                 (Some(u), Some(sy)) => {
                     user_s = u;
@@ -808,7 +822,7 @@ impl Sampler {
         self.out_sys = self.out_sys.max(sys_s);
         s.cpu_user_s = Some(round3(self.out_user));
         s.cpu_sys_s = Some(round3(self.out_sys));
-        cpu_total
+        (cpu_total, now)
     }
 
     /// Fills the memory of `s`. With the cgroup's `memory.stat`: RSS as
@@ -894,12 +908,14 @@ impl Sampler {
     }
 
     /// Fills the rates of `s` over the `dt` seconds since the last sample:
-    /// busy cores, I/O (over `dt_io`, the seconds since the last I/O
-    /// reading, when I/O was read now) and the node's counters.
+    /// busy cores (over `dt_cpu`, the seconds since the last CPU reading,
+    /// when the CPU was read now), I/O (over `dt_io`, likewise) and the
+    /// node's counters.
     fn put_rates(
         &mut self,
         s: &mut Sample,
         cpu_total: f64,
+        dt_cpu: Option<f64>,
         dt_io: Option<f64>,
         node_now: &NodeReading,
         dt: f64,
@@ -907,10 +923,12 @@ impl Sampler {
         let Some(p) = &self.prev else {
             return;
         };
-        let cores = (cpu_total - p.cpu_s).max(0.0) / dt;
-        s.cpu_cores = Some(round3(cores));
-        if let Some(c) = self.cfg.cpus.filter(|&c| c > 0) {
-            s.cpu_frac = Some(round3(cores / f64::from(c)));
+        if let Some(dt_cpu) = dt_cpu {
+            let cores = (cpu_total - p.cpu_s).max(0.0) / dt_cpu;
+            s.cpu_cores = Some(round3(cores));
+            if let Some(c) = self.cfg.cpus.filter(|&c| c > 0) {
+                s.cpu_frac = Some(round3(cores / f64::from(c)));
+            }
         }
         if let Some(dt_io) = dt_io {
             s.read_mbps = Some(round3(
@@ -956,7 +974,10 @@ impl Sampler {
         match self.plan {
             None => {
                 self.plan = Some(now);
-                self.fast = now.has(Figure::Cpu) && now.has(Figure::Memory);
+                // Memory from the cgroup every sample; whatever else the
+                // processes give only on detail samples (a v1 job cgroup
+                // often has the memory controller alone).
+                self.fast = now.has(Figure::Memory);
             }
             Some(plan) if self.lost.is_empty() => {
                 self.lost = plan.lost_in(now);
@@ -1047,6 +1068,22 @@ impl Sampler {
     }
 }
 
+/// Samples between two detail samples: `every` (`--detail-every`), and
+/// with many processes at least one for each [`PROCS_PER_DETAIL`] of them,
+/// so that reading every process's files on a detail sample costs each
+/// sample about the same whatever the job's size (the counters read then
+/// are cumulative: totals lose nothing). `--detail-every 1` is kept: every
+/// sample.
+pub fn detail_cadence(every: u64, procs: usize) -> u64 {
+    if every <= 1 {
+        return 1;
+    }
+    every.max((procs as u64).div_ceil(PROCS_PER_DETAIL))
+}
+
+/// See [`detail_cadence`].
+pub const PROCS_PER_DETAIL: u64 = 8;
+
 /// What one sample is made from: the processes' sums (zero without
 /// detail), the cgroup's counters, which figures the cgroup gives, and
 /// whether this is a detail sample.
@@ -1101,4 +1138,17 @@ fn list_proc_pids(root: &std::path::Path, out: &mut Vec<u32>) {
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod cadence_tests {
+    use super::*;
+
+    #[test]
+    fn many_processes_space_the_detail_samples_out() {
+        assert_eq!(detail_cadence(20, 1), 20);
+        assert_eq!(detail_cadence(20, 160), 20);
+        assert_eq!(detail_cadence(20, 512), 64, "one sample in 64 for 512");
+        assert_eq!(detail_cadence(1, 512), 1, "--detail-every 1 is kept");
+    }
 }

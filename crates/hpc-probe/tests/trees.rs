@@ -733,7 +733,10 @@ fn cgroup_v2_job_figures_come_from_its_files_and_processes_only_on_detail_sample
     // see whether any process is left. One is (26231; 26232 is listed too).
     let c = s.cgroup_counters();
     let _ = s.sample(6.0, 6.0, c);
-    assert!(s.last_was_detail(), "one in three");
+    assert!(
+        !s.last_was_detail(),
+        "one in three after the last detail sample"
+    );
     write(&job.join("pids.current"), "7\n");
     let c = s.cgroup_counters();
     let g = s.sample(7.0, 7.0, c);
@@ -744,7 +747,7 @@ fn cgroup_v2_job_figures_come_from_its_files_and_processes_only_on_detail_sample
     write(&job.join("step_0/user/task_0/cgroup.procs"), "");
     let c = s.cgroup_counters();
     let h = s.sample(8.0, 8.0, c);
-    assert!(!s.last_was_detail());
+    assert!(s.last_was_detail(), "three after the one asked for");
     assert_eq!(h.procs, Some(0));
     assert_eq!(s.process_count(), 0);
 }
@@ -886,6 +889,54 @@ fn v1_job_without_pids_or_blkio_takes_threads_and_io_from_detail_samples() {
     assert_eq!(e.threads, Some(1));
     // The rate covers the two seconds since the last detail sample.
     assert_eq!(e.read_mbps, Some(2.0));
+}
+
+// Issue 31: on the test cluster only the memory controller had the job's
+// cgroup (cpuacct and blkio at the root), so every sample read every
+// process's files: 0.75 ms a sample with 1 process, 16.2 ms with 512. Memory
+// comes from the cgroup every sample; CPU, threads and I/O from the
+// processes on detail samples only, carried between (cumulative), the busy
+// cores over the time since the last CPU reading.
+#[test]
+fn a_v1_job_cgroup_with_memory_only_reads_the_processes_on_detail_samples_only() {
+    let d = tempfile::tempdir().unwrap();
+    let (proc_root, sys_root) = slurm_v1_local_job(d.path());
+    for c in ["cpuacct", "blkio", "pids"] {
+        fs::remove_dir_all(sys_root.join("fs/cgroup").join(c)).unwrap();
+    }
+    let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
+    assert!(cg.cpuacct.is_none());
+    let mut s = job_sampler(&proc_root, cg, 3, false);
+    let c = s.cgroup_counters();
+    assert!(s.cgroup_path(), "memory alone is the cgroup path");
+    let src = s.sources();
+    assert_eq!(src["rss_mb"], "cgroup memory.stat");
+    assert_eq!(src["cpu_user_s"], "proc stat, detail samples");
+    assert_eq!(src["threads"], "proc stat, detail samples");
+    let a = s.sample(0.0, 0.0, c);
+    assert!(s.last_was_detail());
+    let user0 = a.cpu_user_s.unwrap();
+    // The process burns 2 s of CPU (200 ticks) before the next samples.
+    let stat = proc_root.join("26231/stat");
+    let text = fs::read_to_string(&stat).unwrap();
+    let mut f: Vec<String> = text.split(' ').map(str::to_string).collect();
+    let utime: u64 = f[13].parse().unwrap();
+    f[13] = (utime + 200).to_string();
+    write(&stat, &f.join(" "));
+    let c = s.cgroup_counters();
+    let b = s.sample(1.0, 1.0, c);
+    assert!(!s.last_was_detail(), "no detail on the second sample");
+    assert!(b.rss_mb.is_some(), "memory every sample");
+    assert_eq!(b.cpu_user_s, Some(user0), "the last reading carried");
+    assert_eq!((b.cpu_cores, b.threads), (None, None), "not read: absent");
+    let c = s.cgroup_counters();
+    let _ = s.sample(2.0, 2.0, c);
+    let c = s.cgroup_counters();
+    let e = s.sample(3.0, 3.0, c);
+    assert!(s.last_was_detail(), "every third sample");
+    assert!(close(e.cpu_user_s.unwrap(), user0 + 2.0, 1e-6), "{e:?}");
+    // 2 CPU seconds over the 3 s since the last CPU reading.
+    assert!(close(e.cpu_cores.unwrap(), 2.0 / 3.0, 0.001), "{e:?}");
 }
 
 #[test]
