@@ -690,8 +690,15 @@ pub(crate) fn fold_node(
     let acc = add_held(agg, &n, &place)?;
     let (cpu_s, cpu_cumulative) = node_cpu_s(&acc, step);
     let totals = node_totals(&acc, step);
-    let mean_cores = acc.mean(CORES);
     let b = &n.bins;
+    // Busy cores on average: with cumulative CPU times, their increase over
+    // the sampled span (a probe that reads the processes' CPU only on some
+    // samples gives few rates); else the mean of the rates.
+    let span = b.t_max - b.t_min;
+    let mean_cores = match (cpu_s, cpu_cumulative) {
+        (Some(c), true) if span > 0.0 && acc.n[CORES] > 0 => Some(c / span),
+        _ => acc.mean(CORES),
+    };
     let mut extra = Map::new();
     for (name, v) in TOTAL_NAMES.iter().zip(totals) {
         if let Some(v) = v {

@@ -42,10 +42,11 @@ pub struct Args {
     /// also read smaps_rollup for PSS (costs more CPU)
     #[argh(switch)]
     pub pss: bool,
-    /// with a job cgroup, read every process's files (CPU where the cgroup
-    /// has none, threads, per-process peaks and I/O, --pss) only every Nth
-    /// sample, at least one for every 8 processes, and on the first and
-    /// last (default 20; 1: every sample)
+    /// with a job cgroup, read every process's files (threads,
+    /// per-process peaks and I/O, --pss) only every Nth sample, at least
+    /// one for every 8 processes, and on the first and last (default 20;
+    /// 1: every sample); with no CPU counters in the cgroup, as often as
+    /// one for every 8 processes allows
     #[argh(option, default = "20")]
     pub detail_every: u64,
     /// accepted for old scripts: a job probe now always stops once no process of the job is left

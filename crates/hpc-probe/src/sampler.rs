@@ -631,7 +631,11 @@ impl Sampler {
         self.gen += 1;
         let plan = self.plan.unwrap_or_default();
         let cg = cg_counters.unwrap_or_default();
-        let every = detail_cadence(self.cfg.detail_every, self.procs.len());
+        let every = detail_cadence(
+            self.cfg.detail_every,
+            self.procs.len(),
+            !plan.has(Figure::Cpu),
+        );
         let detail = !self.fast || self.force_detail || self.gen == 1 || self.since_detail >= every;
         self.force_detail = false;
         self.since_detail = if detail { 1 } else { self.since_detail + 1 };
@@ -1068,17 +1072,22 @@ impl Sampler {
     }
 }
 
-/// Samples between two detail samples: `every` (`--detail-every`), and
-/// with many processes at least one for each [`PROCS_PER_DETAIL`] of them,
-/// so that reading every process's files on a detail sample costs each
-/// sample about the same whatever the job's size (the counters read then
-/// are cumulative: totals lose nothing). `--detail-every 1` is kept: every
-/// sample.
-pub fn detail_cadence(every: u64, procs: usize) -> u64 {
-    if every <= 1 {
-        return 1;
+/// Samples between two detail samples. Reading every process's files
+/// costs with their number, so a detail sample comes at most once for
+/// each [`PROCS_PER_DETAIL`] processes, which keeps the cost a sample about
+/// flat whatever the job's size (the counters read then are cumulative:
+/// totals lose nothing). With the CPU from the cgroup: `every`
+/// (`--detail-every`), spaced out so. With the CPU from the processes (a
+/// cgroup with the memory alone): as often as that allows, so a job of a
+/// few processes still has its busy cores every sample. `--detail-every
+/// 1` is kept: every sample.
+pub fn detail_cadence(every: u64, procs: usize, cpu_from_procs: bool) -> u64 {
+    let spaced = (procs as u64).div_ceil(PROCS_PER_DETAIL).max(1);
+    match every {
+        0 | 1 => 1,
+        _ if cpu_from_procs => spaced,
+        _ => every.max(spaced),
     }
-    every.max((procs as u64).div_ceil(PROCS_PER_DETAIL))
 }
 
 /// See [`detail_cadence`].
@@ -1146,9 +1155,21 @@ mod cadence_tests {
 
     #[test]
     fn many_processes_space_the_detail_samples_out() {
-        assert_eq!(detail_cadence(20, 1), 20);
-        assert_eq!(detail_cadence(20, 160), 20);
-        assert_eq!(detail_cadence(20, 512), 64, "one sample in 64 for 512");
-        assert_eq!(detail_cadence(1, 512), 1, "--detail-every 1 is kept");
+        assert_eq!(detail_cadence(20, 1, false), 20);
+        assert_eq!(detail_cadence(20, 160, false), 20);
+        assert_eq!(
+            detail_cadence(20, 512, false),
+            64,
+            "one sample in 64 for 512"
+        );
+        assert_eq!(detail_cadence(1, 512, false), 1, "--detail-every 1 is kept");
+        // The CPU from the processes: as often as the cost allows.
+        assert_eq!(
+            detail_cadence(20, 2, true),
+            1,
+            "a few processes: every sample"
+        );
+        assert_eq!(detail_cadence(20, 64, true), 8);
+        assert_eq!(detail_cadence(20, 512, true), 64);
     }
 }

@@ -904,9 +904,18 @@ fn a_v1_job_cgroup_with_memory_only_reads_the_processes_on_detail_samples_only()
     for c in ["cpuacct", "blkio", "pids"] {
         fs::remove_dir_all(sys_root.join("fs/cgroup").join(c)).unwrap();
     }
+    // 24 processes (copies of the captured one): with the CPU from the
+    // processes, a detail sample comes once for each 8 of them, one in 3.
+    let mut pids = vec!["26231".to_string()];
+    for p in 30001..30024 {
+        copy_tree(&proc_root.join("26231"), &proc_root.join(p.to_string()));
+        pids.push(p.to_string());
+    }
+    let task = sys_root.join("fs/cgroup/memory/slurm/uid_0/job_42/step_0/task_0/cgroup.procs");
+    write(&task, &(pids.join("\n") + "\n"));
     let cg = cgroup::find_slurm_job_cgroup(&sys_root, "42", None).unwrap();
     assert!(cg.cpuacct.is_none());
-    let mut s = job_sampler(&proc_root, cg, 3, false);
+    let mut s = job_sampler(&proc_root, cg, 20, false);
     let c = s.cgroup_counters();
     assert!(s.cgroup_path(), "memory alone is the cgroup path");
     let src = s.sources();
@@ -915,6 +924,7 @@ fn a_v1_job_cgroup_with_memory_only_reads_the_processes_on_detail_samples_only()
     assert_eq!(src["threads"], "proc stat, detail samples");
     let a = s.sample(0.0, 0.0, c);
     assert!(s.last_was_detail());
+    assert_eq!(a.procs, Some(24));
     let user0 = a.cpu_user_s.unwrap();
     // The process burns 2 s of CPU (200 ticks) before the next samples.
     let stat = proc_root.join("26231/stat");
@@ -933,7 +943,7 @@ fn a_v1_job_cgroup_with_memory_only_reads_the_processes_on_detail_samples_only()
     let _ = s.sample(2.0, 2.0, c);
     let c = s.cgroup_counters();
     let e = s.sample(3.0, 3.0, c);
-    assert!(s.last_was_detail(), "every third sample");
+    assert!(s.last_was_detail(), "one in 24 / 8 = 3");
     assert!(close(e.cpu_user_s.unwrap(), user0 + 2.0, 1e-6), "{e:?}");
     // 2 CPU seconds over the 3 s since the last CPU reading.
     assert!(close(e.cpu_cores.unwrap(), 2.0 / 3.0, 0.001), "{e:?}");
