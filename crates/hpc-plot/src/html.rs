@@ -38,7 +38,7 @@ pub fn escape(s: &str) -> String {
 
 /// The most bytes of a user's name, written out, that a page's file name
 /// holds whole (a file name may have 255).
-const MAX_NAME: usize = 120;
+pub const MAX_NAME: usize = 120;
 
 /// The file name of a user's page: bytes other than ASCII letters, digits
 /// and `-` are written `_XX` (hex), so every user has one safe name. A
@@ -65,7 +65,7 @@ pub fn user_file(user: &str) -> String {
 
 /// The file in a report folder that lists the pages the last run wrote:
 /// only those are ever removed, never another file of the folder.
-const MANIFEST: &str = ".hpc-plot-pages";
+pub const MANIFEST: &str = ".hpc-plot-pages";
 
 const STYLE: &str = "body{font-family:sans-serif;margin:1.5em;color:#222}\
 table{border-collapse:collapse;margin:.5em 0 1.5em}\
