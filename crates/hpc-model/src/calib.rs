@@ -188,19 +188,6 @@ fn choice_cost(alloc: f64, used: f64) -> f64 {
     }
 }
 
-/// What a job allocated `alloc` costs when it used `used`: the allocations
-/// of the attempts that ran out (each retry doubles), how many ran out, and
-/// what the last attempt was given.
-pub fn attempts(alloc: f64, used: f64) -> (f64, u64, f64) {
-    let (mut a, mut lost, mut retries) = (alloc.max(1.0), 0.0, 0);
-    while a < used {
-        lost += a;
-        retries += 1;
-        a *= 2.0;
-    }
-    (lost, retries, a)
-}
-
 /// Residual sums of squares and their count.
 #[derive(Debug, Default, Clone, Copy)]
 struct Resid {
@@ -687,8 +674,8 @@ pub struct Seen<'a> {
 }
 
 /// What each predictor would have cost one group's latest jobs, per
-/// level: memory-time (or time) over what they used, plus the attempts that
-/// ran out, each job's cost fading by 1 / [`CHOICE_MEMORY`] a job.
+/// level (see [`choice_cost`], times each job's weight), each job's cost
+/// fading by 1 / [`CHOICE_MEMORY`] a job.
 #[derive(Debug, Default, Clone)]
 struct Choice {
     /// Jobs tallied.
