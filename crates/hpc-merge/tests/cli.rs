@@ -655,3 +655,40 @@ fn each_nodes_high_water_mark_is_kept_beside_its_sampled_peak() {
         .unwrap();
     assert_eq!(n2["hwm_mb"], 1024.0, "{n2}");
 }
+
+// Issue 31: a probe that reads the processes' CPU only on detail samples
+// (a job cgroup with the memory alone) writes the busy cores on those
+// samples only, and those rates miss the CPU of processes that ended
+// between two readings (their parent's cumulative times hold it). A node's
+// mean busy cores is the increase of its cumulative CPU times over the
+// sampled span: the mean of the few rates read a node busy on 2 cores as
+// 0.64 on the test cluster, and node_imbalance was missed.
+#[test]
+fn a_node_with_sparse_rates_has_its_busy_cores_from_its_cpu_times() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![format!(
+        "{{\"kind\":\"meta\",\"job_id\":\"42\",\"host\":\"n1\",\"start\":{T0},\"interval_s\":1,\"req_cpus\":2,\"nnodes\":1,\"probe_version\":\"test\"}}"
+    )];
+    for i in 0..21 {
+        let t = T0 + i as f64;
+        // 2 busy cores throughout; a rate of 0.6 on every 5th sample.
+        let rate = if i > 0 && i % 5 == 0 {
+            ",\"cpu_cores\":0.6".to_string()
+        } else {
+            String::new()
+        };
+        lines.push(format!(
+            "{{\"kind\":\"sample\",\"t\":{t},\"host\":\"n1\",\"job_id\":\"42\",\"rss_mb\":100,\"cpu_user_s\":{}{rate}}}",
+            2.0 * i as f64
+        ));
+    }
+    let f = write(dir.path(), "n1.ndjson", &(lines.join("\n") + "\n"));
+    let (code, out, err) = TOOL.cli(&[&f], "");
+    assert_eq!(code, 0, "{err}");
+    let node = records(&out)
+        .into_iter()
+        .find(|v| v["kind"] == "summary" && v["host"] == "n1")
+        .expect("the node's summary");
+    let cores = num(&node, "mean_cpu_cores");
+    assert!((cores - 2.0).abs() < 0.05, "{node}");
+}
