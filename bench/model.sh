@@ -75,14 +75,7 @@ t1=$(now)
 echo "backtest of 10000 synthetic jobs (5 risks + 4 baselines): $(secs "$t0" "$t1" | awk '{ printf "%.3f s a run, %.0f jobs/s", $1 / 5, 50000 / $1 }') (target < 2 s)"
 
 # N jobs of 20 users and 5 tools, each with its analysis record.
-awk -v n="$N" 'BEGIN {
-  for (i = 0; i < n; i++) {
-    u = "u" (i % 20); t = "tool" (int(i / 20) % 5);
-    peak = 1000 + (i * 7919) % 9000; el = 600 + (i * 104729) % 3000;
-    printf "{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"%d\",\"job_id_raw\":\"%d\",\"user\":\"%s\",\"state\":\"COMPLETED\",\"end\":\"2026-%02d-%02dT%02d:%02d:%02dZ\",\"elapsed_s\":%d,\"timelimit_s\":7200,\"alloc_cpus\":4,\"req_mem_mb\":16384,\"max_rss_mb\":%d,\"total_cpu_s\":%d,\"is_final\":true}\n", i, i, u, 1 + i % 12, 1 + i % 28, i % 24, i % 60, i % 59, el, peak, el * 3
-    printf "{\"kind\":\"analysis\",\"job_id\":\"%d\",\"script\":\"a.sbatch\",\"script_sha256\":\"00\",\"request\":{},\"tool\":\"%s\",\"input_mb\":%d}\n", i, t, i % 5000
-  }
-}' > "$TMP/history.ndjson"
+awk -v n="$N" -f bench/history.awk > "$TMP/history.ndjson"
 printf '%s\n' '{"kind":"analysis","user":"u3","script":"a.sbatch","script_sha256":"00","request":{"mem_mb":65536,"cpus":8,"time_s":7200},"tool":"tool2","input_mb":100}' > "$TMP/a.ndjson"
 "$STORE" --db "$TMP/h.db" put "$TMP/history.ndjson" 2>/dev/null
 best=

@@ -21,14 +21,7 @@ trap 'rm -rf "$TMP"' EXIT
 now() { date +%s.%N; }
 printf '#!/bin/bash\n#SBATCH --mem=64G -c 8 --time=2:00:00\nsamtools sort in.bam\n' >"$TMP/job.sbatch"
 for n in 1000 "$N"; do
-    awk -v n="$n" 'BEGIN {
-      for (i = 0; i < n; i++) {
-        u = "u" (i % 20); t = (int(i / 20) % 5 == 2) ? "samtools" : "tool" (int(i / 20) % 5);
-        peak = 1000 + (i * 7919) % 9000; el = 600 + (i * 104729) % 3000;
-        printf "{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"%d\",\"job_id_raw\":\"%d\",\"user\":\"%s\",\"state\":\"COMPLETED\",\"end\":\"2026-%02d-%02dT%02d:%02d:%02dZ\",\"elapsed_s\":%d,\"timelimit_s\":7200,\"alloc_cpus\":8,\"req_mem_mb\":65536,\"max_rss_mb\":%d,\"total_cpu_s\":%d,\"is_final\":true}\n", i, i, u, 1 + i % 12, 1 + i % 28, i % 24, i % 60, i % 59, el, peak, el * 3
-        printf "{\"kind\":\"analysis\",\"job_id\":\"%d\",\"script\":\"a.sbatch\",\"script_sha256\":\"00\",\"request\":{},\"tool\":\"%s\",\"input_mb\":%d}\n", i, t, i % 5000
-      }
-    }' >"$TMP/history.ndjson"
+    awk -v n="$n" -v tool2=samtools -v cpus=8 -v req_mb=65536 -f bench/history.awk >"$TMP/history.ndjson"
     rm -f "$TMP/h.db"
     "$STORE" --db "$TMP/h.db" put "$TMP/history.ndjson" 2>/dev/null
     best=

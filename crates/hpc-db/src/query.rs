@@ -313,6 +313,14 @@ impl<'r> JobRow<'r> {
 }
 
 impl Store {
+    /// Who the stored job records (sacct's) say owns job `job_id`: the
+    /// distinct users of the rows whose id or raw id it is, or whose id is a
+    /// task of it (`ID_N`, an array's id standing for its tasks). Empty when
+    /// no record has it.
+    pub fn job_owners(&self, job_id: &str) -> Result<Vec<String>> {
+        crate::store::job_owners(&self.conn, job_id)
+    }
+
     /// What `status` counts: jobs, final jobs, MaxRSS coverage, the dates,
     /// jobs by state and the records of each other table.
     pub fn status_counts(&self) -> Result<StatusCounts> {

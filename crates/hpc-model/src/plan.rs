@@ -163,41 +163,27 @@ fn changes(d: &Directives, rec: &Rec) -> (Vec<Change>, Vec<String>) {
         }
     }
     let mut cpus = asked.cpus.unwrap_or(1);
-    if let (Some(c), false) = (rec.cpus, cli("cpus")) {
-        let change = match d.cpus_per_gpu() {
-            // CPUs asked for per GPU stay per GPU (SLURM refuses
-            // --cpus-per-task beside --cpus-per-gpu).
-            Some(now) => {
-                let new = per(f64::from(c), gpus) as u32;
-                (new != now).then(|| {
-                    cpus = new * gpus;
-                    (
-                        format!("--cpus-per-gpu={now} ({gpus} GPUs)"),
-                        format!("--cpus-per-gpu={new}"),
-                    )
-                })
-            }
-            None => {
-                let now = (asked.cpus.unwrap_or(1) / tasks.max(1)).max(1);
-                let new = per(f64::from(c), tasks) as u32;
-                (new != now).then(|| {
-                    cpus = new * tasks;
-                    (
-                        format!("--cpus-per-task={now} ({tasks} tasks)"),
-                        format!("--cpus-per-task={new}"),
-                    )
-                })
-            }
+    if let (Some(c), false, false) = (rec.cpus, cli("cpus"), cold("cpus")) {
+        // CPUs asked for per GPU stay per GPU (SLURM refuses --cpus-per-task
+        // beside --cpus-per-gpu); else per task.
+        let (opt, now, units, what) = match d.cpus_per_gpu() {
+            Some(now) => ("--cpus-per-gpu", now, gpus, "GPUs"),
+            None => (
+                "--cpus-per-task",
+                (cpus / tasks.max(1)).max(1),
+                tasks,
+                "tasks",
+            ),
         };
-        if let (Some((from, to)), false) = (change, cold("cpus")) {
+        let new = per(f64::from(c), units) as u32;
+        if new != now {
             out.push(Change {
                 resource: "cpus".into(),
-                from,
-                to,
+                from: format!("{opt}={now} ({units} {what})"),
+                to: format!("{opt}={new}"),
                 why: note("cpus"),
             });
-        } else {
-            cpus = asked.cpus.unwrap_or(1);
+            cpus = new * units;
         }
     }
     // What memory each unit gets for `total` MiB in all.

@@ -10,7 +10,7 @@ use hpc_core::advice::Backtest;
 use hpc_testkit::Tool;
 
 mod common;
-use common::{find, real_trace_args, records, synth};
+use common::{find, real_trace_args, records, synth, synth_args};
 
 const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 fn replay(args: &[&str]) -> Vec<Backtest> {
@@ -78,23 +78,8 @@ fn synthetic(dir: &Path, seed: u64) -> String {
 fn synthetic_memory_is_calibrated_on_every_seed() {
     let dir = tempfile::tempdir().unwrap();
     for seed in 1..=8 {
-        let csv = synthetic(dir.path(), seed);
-        let recs = replay(&[
-            "--csv",
-            &csv,
-            "--group",
-            "group",
-            "--used",
-            "used_mb",
-            "--request",
-            "request_mb",
-            "--runtime",
-            "runtime_s",
-            "--order",
-            "id",
-            "--input",
-            "input_mb",
-        ]);
+        let args = synth_args(&synthetic(dir.path(), seed));
+        let recs = replay(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_calibrated(&format!("seed {seed}"), &recs);
         assert_beats_max_at_5(&format!("seed {seed}"), &recs);
     }

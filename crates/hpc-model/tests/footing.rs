@@ -10,7 +10,7 @@ use hpc_model::backtest::{equal_footing, Footing};
 use hpc_testkit::Tool;
 
 mod common;
-use common::{find, real_trace_args, records, synth};
+use common::{find, real_trace_args, records, synth, synth_args};
 
 const TOOL: Tool = Tool::new(env!("CARGO_BIN_EXE_hpc-model"));
 
@@ -98,23 +98,8 @@ fn tight_groups_are_sized_as_tightly_as_max_so_far() {
 fn shaped(dir: &Path, shape: &str, seed: u64) -> Vec<Backtest> {
     let path = dir.join(format!("{shape}-{seed}.csv"));
     std::fs::write(&path, synth::shaped(seed, 3000, shape)).unwrap();
-    let csv = path.to_string_lossy().into_owned();
-    replay(&[
-        "--csv",
-        &csv,
-        "--group",
-        "group",
-        "--order",
-        "id",
-        "--used",
-        "used_mb",
-        "--request",
-        "request_mb",
-        "--runtime",
-        "runtime_s",
-        "--input",
-        "input_mb",
-    ])
+    let args = synth_args(&path.to_string_lossy());
+    replay(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 #[test]

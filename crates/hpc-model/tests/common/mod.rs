@@ -66,6 +66,30 @@ pub fn real_trace_args(name: &str) -> Vec<String> {
     }
 }
 
+/// The backtest arguments of a synthetic trace (`synth`) written to `csv`:
+/// memory, with requests, runtimes and input sizes.
+pub fn synth_args(csv: &str) -> Vec<String> {
+    [
+        "--csv",
+        csv,
+        "--group",
+        "group",
+        "--used",
+        "used_mb",
+        "--request",
+        "request_mb",
+        "--runtime",
+        "runtime_s",
+        "--order",
+        "id",
+        "--input",
+        "input_mb",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// The backtest records of an ndjson output.
 pub fn records(stdout: &str) -> Vec<Backtest> {
     stdout
