@@ -51,8 +51,15 @@ step "cargo test, the ignored tests (other tools' binaries, a second Parquet rea
 cargo test --workspace --locked -- --ignored
 
 step "SQLite only in hpc-db, hpc-ingest and hpc-store (cargo tree)"
-for c in hpc-core hpc-probe hpc-flags hpc-merge hpc-model hpc-plot; do
+for c in hpc-core hpc-probe hpc-flags hpc-merge hpc-model hpc-render hpc-plot; do
   if cargo tree --locked -p "$c" | grep -q rusqlite; then echo "$c depends on rusqlite" >&2; exit 1; fi
+done
+
+step "the HTTP stack only in hpc-web (cargo tree)"
+for c in hpc-core hpc-db hpc-ingest hpc-store hpc-probe hpc-flags hpc-merge hpc-model hpc-render hpc-plot; do
+  if cargo tree --locked -p "$c" -e normal | grep -qE '^[^a-z]*(tokio|hyper|axum) '; then
+    echo "$c depends on the HTTP stack" >&2; exit 1
+  fi
 done
 
 step "hpc-store reaches SQLite only through hpc-db (cargo tree)"
@@ -85,6 +92,9 @@ bash tests/hpc.sh
 
 step "hpc-plot html in headless Chromium (tests/plot_chromium.sh)"
 bash tests/plot_chromium.sh
+
+step "hpc-web's pages in headless Chromium (tests/web_chromium.sh)"
+bash tests/web_chromium.sh
 
 # The real-SLURM scripts need root and apt (each installs the packages,
 # starts a cluster of its own, HPC_TEST_NODES nodes (default 3) on this

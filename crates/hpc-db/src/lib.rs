@@ -9,16 +9,19 @@
 //!   a tool's history ([`Store::tool_history`]), a report's sums
 //!   ([`Store::report_partials`]) and the jobs for the Parquet export
 //!   ([`Store::jobs_by_end`]);
+//! - [`report`]: efficiency reports grouped by user, account, group,
+//!   partition, node, state or tool ([`Store::report`]);
 //! - [`error`]: this crate's error type, which converts into
 //!   [`hpc_core::Error`] so that a tool's `?` carries it to `run_main`.
 //!
-//! Only hpc-ingest and hpc-store use it: the other tools do not compile
-//! SQLite, and those two write no SQL (the schema and every query live
-//! here).
+//! Only hpc-ingest, hpc-store and hpc-web (which only reads) use it: the
+//! other tools do not compile SQLite, and those write no SQL (the schema
+//! and every query live here).
 #![deny(missing_docs)]
 
 pub mod error;
 pub mod query;
+pub mod report;
 pub mod store;
 
 pub use error::{Error, Result};

@@ -380,7 +380,7 @@ fn report_cmd(path: &Path, r: ReportArgs) -> Result<()> {
         Some(dir) => parquet_rows(dir, by, &f)?,
         None => report::sqlite_rows(&existing(path)?, by, &f)?,
     };
-    let (rows, unsplit) = report::finish(by, raw, &groups)?;
+    let (rows, unsplit) = report::finish(by, raw, &groups);
     let mut out = io::BufWriter::new(io::stdout().lock());
     report::write(&mut out, by, &rows, format)?;
     out.flush()?;

@@ -1,5 +1,6 @@
-//! Efficiency reports: jobs, CPU, memory and GPU hours, efficiencies and
-//! waste, grouped by user, account, group, partition, node, state or tool.
+//! Efficiency reports written out: the table, CSV, NDJSON and Markdown of
+//! [`hpc_db::report`]'s rows (jobs, CPU, memory and GPU hours, efficiencies and
+//! waste, grouped by user, account, group, partition, node, state or tool).
 //!
 //! Both back ends (SQLite here, Parquet in the `parquet` module of the
 //! `parquet` feature) produce the same [`Partial`] sums per raw key;
@@ -7,107 +8,15 @@
 //! to its nodes) and computes the efficiencies from the sums, so the two
 //! give the same table.
 
-use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 
-use hpc_core::num::round6;
 use hpc_core::table::{self, Column, Form, Table};
 use hpc_core::{Error, IoContext, Result};
-use hpc_db::{GroupKey, JobFilter, Store};
-use serde_json::{Map, Value};
-
-/// What a report groups by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum By {
-    /// The submitting user.
-    User,
-    /// The account charged.
-    Account,
-    /// The user's group from the mapping file, else the account.
-    Group,
-    /// The partition.
-    Partition,
-    /// Each node of the job's node list (hours split evenly over its nodes).
-    Node,
-    /// The normalised state.
-    State,
-    /// The tool from an `analysis` record of the job, else the job name.
-    Tool,
-}
-
-impl std::str::FromStr for By {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<By, String> {
-        Ok(match s {
-            "user" => By::User,
-            "account" => By::Account,
-            "group" => By::Group,
-            "partition" => By::Partition,
-            "node" => By::Node,
-            "state" => By::State,
-            "tool" => By::Tool,
-            _ => {
-                return Err(format!(
-                    "'{s}': not one of user, account, group, partition, node, state, tool"
-                ))
-            }
-        })
-    }
-}
-
-impl By {
-    /// The column name of the key in the output.
-    pub fn name(self) -> &'static str {
-        match self {
-            By::User => "user",
-            By::Account => "account",
-            By::Group => "group",
-            By::Partition => "partition",
-            By::Node => "node",
-            By::State => "state",
-            By::Tool => "tool",
-        }
-    }
-}
-
+pub use hpc_db::report::{finish, By, Groups, Row, BAD_NODE_KEY, COLUMNS, MAX_JOB_NODES, NONE_KEY};
+use hpc_db::{JobFilter, Store};
 pub use hpc_db::{Partial, RawRow};
-
-/// One line of a report.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    /// The group's key.
-    pub key: String,
-    /// The sums.
-    pub sums: Partial,
-}
-
-impl Row {
-    /// CPU efficiency in percent, over jobs with known CPU use.
-    pub fn cpu_eff(&self) -> Option<f64> {
-        (self.sums.cpu_h_known > 0.0).then(|| 100.0 * self.sums.cpu_used_h / self.sums.cpu_h_known)
-    }
-    /// GPU efficiency in percent (the GPU-hours-weighted mean utilisation),
-    /// over jobs with a known GPU utilisation.
-    pub fn gpu_eff(&self) -> Option<f64> {
-        (self.sums.gpu_h_known > 0.0).then(|| 100.0 * self.sums.gpu_used_h / self.sums.gpu_h_known)
-    }
-    /// GPU-hours reserved and not used, over jobs with a known GPU
-    /// utilisation.
-    pub fn gpu_wasted_h(&self) -> Option<f64> {
-        (self.sums.gpu_h_known > 0.0)
-            .then(|| (self.sums.gpu_h_known - self.sums.gpu_used_h).max(0.0))
-    }
-    /// Memory efficiency in percent, over jobs with a known peak.
-    pub fn mem_eff(&self) -> Option<f64> {
-        (self.sums.mem_gbh_known > 0.0).then(|| {
-            100.0 * (self.sums.mem_gbh_known - self.sums.mem_wasted_gbh) / self.sums.mem_gbh_known
-        })
-    }
-}
-
-/// user -> group, from a mapping file.
-pub type Groups = HashMap<String, String>;
+use serde_json::{Map, Value};
 
 /// Reads a user-to-group mapping: one `user group` pair a line (separated by
 /// whitespace, `,` or `:`), `#` comments and blank lines ignored.
@@ -138,21 +47,6 @@ pub fn read_groups(path: &Path) -> Result<Groups> {
     Ok(g)
 }
 
-impl By {
-    /// The raw key the database groups by before [`finish`] maps it: a
-    /// group is found from its user, a node from its node list.
-    pub fn group_key(self) -> GroupKey {
-        match self {
-            By::User | By::Group => GroupKey::User,
-            By::Account => GroupKey::Account,
-            By::Partition => GroupKey::Partition,
-            By::Node => GroupKey::NodeList,
-            By::State => GroupKey::State,
-            By::Tool => GroupKey::Tool,
-        }
-    }
-}
-
 /// The column of the raw key in the jobs table (and the Parquet files).
 pub fn raw_key_column(by: By) -> &'static str {
     by.group_key().column()
@@ -161,85 +55,6 @@ pub fn raw_key_column(by: By) -> &'static str {
 /// The raw rows from the SQLite store ([`Store::report_partials`]).
 pub fn sqlite_rows(store: &Store, by: By, filter: &JobFilter) -> hpc_db::Result<Vec<RawRow>> {
     store.report_partials(by.group_key(), by == By::Group, filter)
-}
-
-/// The key shown for jobs without a value.
-pub const NONE_KEY: &str = "(none)";
-
-/// The row under which `--by node` counts jobs whose node list cannot be read.
-pub const BAD_NODE_KEY: &str = "(bad node list)";
-
-/// The most nodes one job's node list may name in `--by node`.
-pub const MAX_JOB_NODES: usize = 100_000;
-
-/// Maps raw rows to report rows, sorted by CPU-hours (largest first), then
-/// key. With `--by node`, a node list that cannot be read (or names more
-/// than [`MAX_JOB_NODES`]) is reported on stderr and its jobs counted under
-/// [`BAD_NODE_KEY`]; the second value is how many such lists there were.
-pub fn finish(by: By, raw: Vec<RawRow>, groups: &Groups) -> Result<(Vec<Row>, u64)> {
-    let mut acc: BTreeMap<String, Partial> = BTreeMap::new();
-    let mut unsplit = 0;
-    for r in raw {
-        match by {
-            By::Node => {
-                let hosts = match &r.key {
-                    Some(list) => match hpc_core::slurm::expand_hostlist(list, MAX_JOB_NODES) {
-                        Ok(h) => h,
-                        Err(e) => {
-                            hpc_core::note!(
-                                "hpc-store: node list '{}' of {} jobs: {}",
-                                hpc_core::paths::escaped(list),
-                                r.sums.jobs,
-                                hpc_core::paths::escaped(&e)
-                            );
-                            unsplit += 1;
-                            acc.entry(BAD_NODE_KEY.into())
-                                .or_default()
-                                .add_scaled(&r.sums, 1.0);
-                            continue;
-                        }
-                    },
-                    None => Vec::new(),
-                };
-                if hosts.is_empty() {
-                    acc.entry(NONE_KEY.into())
-                        .or_default()
-                        .add_scaled(&r.sums, 1.0);
-                    continue;
-                }
-                // Every node counts the job; hours are split evenly.
-                let w = 1.0 / hosts.len() as f64;
-                for h in hosts {
-                    acc.entry(h).or_default().add_scaled(&r.sums, w);
-                }
-            }
-            By::Group => {
-                let key = r
-                    .key
-                    .as_ref()
-                    .and_then(|u| groups.get(u).cloned())
-                    .or(r.account.clone())
-                    .unwrap_or_else(|| NONE_KEY.into());
-                acc.entry(key).or_default().add_scaled(&r.sums, 1.0);
-            }
-            _ => {
-                let key = r.key.unwrap_or_else(|| NONE_KEY.into());
-                acc.entry(key).or_default().add_scaled(&r.sums, 1.0);
-            }
-        }
-    }
-    let mut rows: Vec<Row> = acc
-        .into_iter()
-        .map(|(key, sums)| Row { key, sums })
-        .collect();
-    rows.sort_by(|a, b| {
-        b.sums
-            .cpu_h
-            .partial_cmp(&a.sums.cpu_h)
-            .unwrap_or(std::cmp::Ordering::Equal)
-            .then_with(|| a.key.cmp(&b.key))
-    });
-    Ok((rows, unsplit))
 }
 
 /// Output formats.
@@ -266,36 +81,6 @@ impl std::str::FromStr for Format {
             _ => return Err(format!("'{s}': not one of table, csv, ndjson, md")),
         })
     }
-}
-
-/// The data columns of a report, after the key.
-pub const COLUMNS: [&str; 10] = [
-    "jobs",
-    "cpu_h",
-    "cpu_eff",
-    "cpu_wasted_h",
-    "mem_gbh",
-    "mem_eff",
-    "mem_wasted_gbh",
-    "gpu_h",
-    "gpu_eff",
-    "gpu_wasted_h",
-];
-
-fn values(r: &Row) -> [Option<f64>; 10] {
-    let s = &r.sums;
-    [
-        Some(s.jobs),
-        Some(s.cpu_h),
-        r.cpu_eff(),
-        Some(s.cpu_wasted_h),
-        Some(s.mem_gbh),
-        r.mem_eff(),
-        Some(s.mem_wasted_gbh),
-        Some(s.gpu_h),
-        r.gpu_eff(),
-        r.gpu_wasted_h(),
-    ]
 }
 
 fn fmt_num(col: &str, v: Option<f64>) -> String {
@@ -380,10 +165,10 @@ pub fn write(out: &mut dyn Write, by: By, rows: &[Row], format: Format) -> Resul
             let mut cells: Vec<(String, [Option<f64>; 10])> = Vec::with_capacity(rows.len() + 1);
             for r in rows {
                 total.sums.add_scaled(&r.sums, 1.0);
-                cells.push((r.key.clone(), values(r)));
+                cells.push((r.key.clone(), r.values()));
             }
             if by != By::Node && rows.len() > 1 {
-                cells.push((total.key.clone(), values(&total)));
+                cells.push((total.key.clone(), total.values()));
             }
             let (key_width, forms) = table_layout(key, &cells);
             let mut columns = vec![Column::new(key, Form::Text).max_width(key_width)];
@@ -404,7 +189,7 @@ pub fn write(out: &mut dyn Write, by: By, rows: &[Row], format: Format) -> Resul
             for r in rows {
                 let cells: Vec<String> = COLUMNS
                     .iter()
-                    .zip(values(r))
+                    .zip(r.values())
                     .map(|(c, v)| fmt_num(c, v))
                     .collect();
                 writeln!(out, "| {} | {} |", md_escape(&r.key), cells.join(" | "))?;
@@ -413,21 +198,8 @@ pub fn write(out: &mut dyn Write, by: By, rows: &[Row], format: Format) -> Resul
         Format::Csv | Format::Ndjson => {
             let mut cols = vec![key.to_string()];
             cols.extend(COLUMNS.iter().map(|c| c.to_string()));
-            let maps = rows.iter().map(|r| {
-                let mut m = Map::new();
-                m.insert(key.into(), r.key.clone().into());
-                for (c, v) in COLUMNS.iter().zip(values(r)) {
-                    let v = match v {
-                        None => Value::Null,
-                        Some(x) if *c == "jobs" => Value::from(x.round() as i64),
-                        Some(x) => Value::from(round6(x)),
-                    };
-                    m.insert((*c).into(), v);
-                }
-                m
-            });
-            let tags = [("kind", "report"), ("by", key)];
-            write_records(out, format, &tags, &cols, maps.collect())?;
+            let maps = rows.iter().map(|r| r.record(by)).collect();
+            write_records(out, format, &[], &cols, maps)?;
         }
     }
     out.flush()?;
@@ -577,7 +349,7 @@ mod tests {
 
     /// The rows of `raws` by `by`, with no group file.
     fn rows(by: By, raws: Vec<RawRow>) -> Vec<Row> {
-        finish(by, raws, &Groups::new()).unwrap().0
+        finish(by, raws, &Groups::new()).0
     }
 
     /// `rows` written in `format`.
@@ -609,7 +381,6 @@ mod tests {
             ],
             &g,
         )
-        .unwrap()
         .0;
         assert_eq!(rows[0].key, "physics");
         assert_eq!(rows[1].key, "a2");

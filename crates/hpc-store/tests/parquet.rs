@@ -155,12 +155,8 @@ fn parquet_rows_equal_sqlite_rows_for_every_grouping_and_filter() {
     for (name, f) in filters() {
         for by in ALL {
             let what = format!("{name} by {}", by.name());
-            let s = finish(by, sqlite_rows(&store, by, &f).unwrap(), &groups)
-                .unwrap()
-                .0;
-            let p = finish(by, parquet_rows(&dir, by, &f).unwrap(), &groups)
-                .unwrap()
-                .0;
+            let s = finish(by, sqlite_rows(&store, by, &f).unwrap(), &groups).0;
+            let p = finish(by, parquet_rows(&dir, by, &f).unwrap(), &groups).0;
             assert_same(&what, &s, &p);
             if name == "none" {
                 assert!(
@@ -176,7 +172,6 @@ fn parquet_rows_equal_sqlite_rows_for_every_grouping_and_filter() {
         parquet_rows(&dir, By::Tool, &JobFilter::default()).unwrap(),
         &groups,
     )
-    .unwrap()
     .0;
     let bwa = tools.iter().find(|r| r.key == "bwa").expect("a bwa row");
     assert_eq!(bwa.sums.jobs, 2.0);
@@ -260,14 +255,12 @@ fn export_writes_private_date_partitions_and_replaces_them() {
         sqlite_rows(&store, By::User, &JobFilter::default()).unwrap(),
         &Groups::new(),
     )
-    .unwrap()
     .0;
     let p = finish(
         By::User,
         parquet_rows(&dir, By::User, &JobFilter::default()).unwrap(),
         &Groups::new(),
     )
-    .unwrap()
     .0;
     assert_same("after re-export", &s, &p);
 }
@@ -313,14 +306,12 @@ fn export_keeps_every_job_of_a_day_larger_than_a_row_group() {
         sqlite_rows(&store, By::User, &all).unwrap(),
         &Groups::new(),
     )
-    .unwrap()
     .0;
     let p = finish(
         By::User,
         parquet_rows(&dir, By::User, &all).unwrap(),
         &Groups::new(),
     )
-    .unwrap()
     .0;
     assert_same("a day over a row group", &s, &p);
     assert_eq!(p.iter().map(|r| r.sums.jobs).sum::<f64>(), n as f64);
@@ -333,7 +324,6 @@ fn export_keeps_every_job_of_a_day_larger_than_a_row_group() {
         parquet_rows(&dir, By::User, &mar2).unwrap(),
         &Groups::new(),
     )
-    .unwrap()
     .0;
     assert_eq!(p2.iter().map(|r| r.sums.jobs).sum::<f64>(), 2.0);
 }

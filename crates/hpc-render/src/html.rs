@@ -92,6 +92,9 @@ pub struct Index<'a> {
     pub flags: HashMap<&'a str, Vec<&'a Flag>>,
     /// Recommendations by user.
     pub recs: HashMap<&'a str, Vec<&'a Rec>>,
+    /// When set, each job's id links to this prefix followed by the id
+    /// (URL-escaped): hpc-web's `job/`.
+    pub job_link: Option<&'a str>,
 }
 
 /// The user of a job, `(none)` when absent.
@@ -120,6 +123,7 @@ impl<'a> Index<'a> {
             by_user,
             flags,
             recs,
+            job_link: None,
         }
     }
 
@@ -140,17 +144,46 @@ fn wasted(j: &Job) -> f64 {
     j.cpu_hours_wasted.unwrap_or(0.0) + j.mem_gb_hours_wasted.unwrap_or(0.0)
 }
 
-const JOB_HEAD: &str = "<tr><th class=l>job</th><th class=l>user</th><th class=l>name</th>\
+/// The head row of a table of [`job_row`]s.
+pub const JOB_HEAD: &str = "<tr><th class=l>job</th><th class=l>user</th><th class=l>name</th>\
 <th class=l>state</th><th class=l>end</th><th>elapsed</th><th>CPUs</th><th>req GiB</th>\
 <th>peak GiB</th><th>CPU eff %</th><th>mem eff %</th><th>CPU h wasted</th><th>GiB h wasted</th></tr>\n";
 
+/// `s` escaped for a URL path segment: bytes other than ASCII letters,
+/// digits and `-._~` as `%XX`.
+pub fn url_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
 /// One job as a table row.
 pub fn job_row(j: &Job) -> String {
+    job_row_link(j, None)
+}
+
+/// One job as a table row, its id a link to `link` + the id when given.
+pub fn job_row_link(j: &Job, link: Option<&str>) -> String {
     let gib = |m: Option<f64>| num(m.map(|m| m / 1024.0));
+    let id = match link {
+        Some(prefix) => format!(
+            "<a href=\"{}{}\">{}</a>",
+            escape(prefix),
+            url_segment(&j.job_id),
+            escape(&j.job_id)
+        ),
+        None => escape(&j.job_id),
+    };
     format!(
         "<tr><td class=l>{}</td><td class=l>{}</td><td class=l>{}</td><td class=l>{}</td><td class=l>{}</td>\
 <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        escape(&j.job_id),
+        id,
         escape(user_of(j)),
         escape(j.job_name.as_deref().unwrap_or("")),
         escape(&j.state),
@@ -205,6 +238,50 @@ fn totals(stream: &Stream, idx: &Index) -> String {
 /// How many worst-wasting jobs the index lists.
 pub const WORST: usize = 25;
 
+/// One report's section: its heading, table and charts (`effs`: the
+/// memory efficiencies of the jobs, for the histogram).
+pub fn report_section(by: &str, rows: &[Row], effs: &[f64]) -> Result<String> {
+    let mut s = format!("<h2>By {}</h2>\n", escape(by));
+    s.push_str(&report_table(by, rows));
+    let c = charts(by, rows, effs);
+    let (svg, ()) = draw::svg(size(&c), |root| draw_charts(root, &c))?;
+    s.push_str(&svg);
+    Ok(s)
+}
+
+/// The section of the jobs that wasted most, `worst` sorted most first
+/// (at most [`WORST`] shown).
+pub fn worst_section(worst: &[&Job]) -> String {
+    let mut s = format!(
+        "<h2>The {} jobs that wasted most</h2>\n<table>{JOB_HEAD}",
+        WORST.min(worst.len())
+    );
+    for j in worst.iter().take(WORST) {
+        s.push_str(&job_row(j));
+    }
+    s.push_str("</table>\n");
+    s
+}
+
+/// The section of flag counts: (flag, jobs) in the order given.
+pub fn flag_counts_section<'a>(counts: impl IntoIterator<Item = (&'a str, u64)>) -> String {
+    let mut s = String::from(
+        "<h2>Flags by kind</h2>\n<table><tr><th class=l>flag</th><th>count</th></tr>\n",
+    );
+    for (f, n) in counts {
+        let _ = writeln!(s, "<tr><td class=l>{}</td><td>{n}</td></tr>", escape(f));
+    }
+    s.push_str("</table>\n");
+    s
+}
+
+/// The jobs of `jobs` that wasted anything, most first.
+pub fn most_wasting<'a>(jobs: impl IntoIterator<Item = &'a Job>) -> Vec<&'a Job> {
+    let mut worst: Vec<&Job> = jobs.into_iter().filter(|j| wasted(j) > 0.0).collect();
+    worst.sort_by(|a, b| wasted(b).total_cmp(&wasted(a)));
+    worst
+}
+
 /// The index page's body.
 pub fn index_body(stream: &Stream, idx: &Index, heading: &str) -> Result<String> {
     let mut s = format!(
@@ -214,33 +291,15 @@ pub fn index_body(stream: &Stream, idx: &Index, heading: &str) -> Result<String>
     );
     let effs: Vec<f64> = stream.jobs.iter().filter_map(|j| j.mem_eff).collect();
     for (by, rows) in rows_by_key(stream) {
-        let _ = writeln!(s, "<h2>By {}</h2>", escape(&by));
-        s.push_str(&report_table(&by, &rows));
-        let c = charts(&by, &rows, &effs);
-        let (svg, ()) = draw::svg(size(&c), |root| draw_charts(root, &c))?;
-        s.push_str(&svg);
+        s.push_str(&report_section(&by, &rows, &effs)?);
     }
-    let mut worst: Vec<&Job> = stream.jobs.iter().filter(|j| wasted(j) > 0.0).collect();
-    worst.sort_by(|a, b| wasted(b).total_cmp(&wasted(a)));
-    let _ = writeln!(
-        s,
-        "<h2>The {} jobs that wasted most</h2>\n<table>{JOB_HEAD}",
-        WORST.min(worst.len())
-    );
-    for j in worst.iter().take(WORST) {
-        s.push_str(&job_row(j));
-    }
-    s.push_str(
-        "</table>\n<h2>Flags by kind</h2>\n<table><tr><th class=l>flag</th><th>count</th></tr>\n",
-    );
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    s.push_str(&worst_section(&most_wasting(&stream.jobs)));
+    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
     for f in &stream.flags {
         *counts.entry(f.flag.as_str()).or_default() += 1;
     }
-    for (f, n) in counts {
-        let _ = writeln!(s, "<tr><td class=l>{}</td><td>{n}</td></tr>", escape(f));
-    }
-    s.push_str("</table>\n<h2>Users</h2>\n<ul>\n");
+    s.push_str(&flag_counts_section(counts));
+    s.push_str("<h2>Users</h2>\n<ul>\n");
     for (user, jobs) in &idx.by_user {
         let _ = writeln!(
             s,
@@ -300,7 +359,7 @@ pub fn user_body(
         jobs.len()
     );
     for j in jobs {
-        s.push_str(&job_row(j));
+        s.push_str(&job_row_link(j, idx.job_link));
     }
     s.push_str("</table>\n<h2>Flags</h2>\n<table><tr><th class=l>job</th><th class=l>flag</th><th>value</th><th>threshold</th><th class=l>reason</th></tr>\n");
     for j in jobs {

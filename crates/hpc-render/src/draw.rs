@@ -40,12 +40,12 @@ pub fn register_font() {
 }
 
 /// The bundled font at `size`.
-pub(crate) fn font(size: f64) -> FontDesc<'static> {
+pub fn font(size: f64) -> FontDesc<'static> {
     FontDesc::new(FontFamily::Name(FAMILY), size, FontStyle::Normal)
 }
 
 /// A plotters drawing error as the tools' error.
-pub(crate) fn drawing<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> Error {
+pub fn drawing<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> Error {
     Error::Other(format!("drawing: {e}"))
 }
 

@@ -1,0 +1,594 @@
+//! hpc-web: on-demand reports over the history, on a web server behind the
+//! centre's reverse proxy.
+//!
+//! - [`auth`]: the user from the proxy's header, believed only on the Unix
+//!   socket or from trusted proxy addresses; admins by name or group;
+//! - [`data`]: each page read through hpc-db's named queries (read-only)
+//!   and rendered by hpc-render, as HTML and JSON;
+//! - [`server`]: the listener and connections, bounded, with a graceful
+//!   stop on SIGTERM.
+//!
+//! A user sees their own jobs only: another user's job is 404, as one that
+//! does not exist.
+
+pub mod auth;
+pub mod data;
+pub mod server;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use argh::FromArgs;
+use axum::extract::{Path as UrlPath, Query, Request};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use hpc_core::{Error, Result};
+use hpc_db::report::By;
+use hpc_db::Store;
+use hpc_render::html::{escape, page};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::{Admins, Net, Peer, Who};
+use crate::data::{Advice, Miss, Page};
+use crate::server::{Limits, Listener};
+
+/// Serve each user their own jobs, flags, plots and advice over the history, behind a reverse proxy.
+#[derive(FromArgs, Debug)]
+#[argh(
+    example = "hpc-web --socket /run/hpc-web/web.sock --admin-group hpcadmin",
+    example = "hpc-web --listen 127.0.0.1:8080 --trust-proxy 127.0.0.1 --db /var/lib/hpc-sizer/history.db",
+    note = "Pages: / (my jobs), /job/ID, /tools, /report (admins), /metrics (admins or --metrics-from); each also as JSON under /api/ or with Accept: application/json. Stops on SIGTERM. Exit status: 0 stopped, 1 failure, 2 usage error. See hpc-web(1)."
+)]
+pub struct Args {
+    /// the history database (default: as every tool finds it, HPC_SIZER_DB
+    /// or ~/.local/share/hpc-sizer/history.db)
+    #[argh(option)]
+    pub db: Option<PathBuf>,
+    /// listen on this Unix socket (the default way; the proxy connects to it)
+    #[argh(option)]
+    pub socket: Option<PathBuf>,
+    /// the socket's mode, octal (default 660: the owner and its group)
+    #[argh(option, default = "String::from(\"660\")")]
+    pub socket_mode: String,
+    /// listen on this TCP address instead (e.g. 127.0.0.1:8080)
+    #[argh(option)]
+    pub listen: Option<String>,
+    /// the proxy addresses or networks whose user header is believed over
+    /// TCP, comma-separated (default: none)
+    #[argh(option)]
+    pub trust_proxy: Option<String>,
+    /// the header that names the signed-in user (default X-Forwarded-User)
+    #[argh(option, default = "String::from(\"X-Forwarded-User\")")]
+    pub user_header: String,
+    /// users who see every user and the centre's reports, comma-separated
+    #[argh(option)]
+    pub admins: Option<String>,
+    /// a Unix group whose members are admins
+    #[argh(option)]
+    pub admin_group: Option<String>,
+    /// addresses that may read /metrics without a user, comma-separated
+    #[argh(option)]
+    pub metrics_from: Option<String>,
+    /// the hpc-model that advises (default: beside hpc-web, else on PATH)
+    #[argh(option)]
+    pub model: Option<PathBuf>,
+    /// most open connections (default 16384)
+    #[argh(option, default = "16384")]
+    pub max_connections: usize,
+    /// seconds a request may take (default 15)
+    #[argh(option, default = "15")]
+    pub timeout: u64,
+}
+
+/// What every request reads.
+pub struct App {
+    db: PathBuf,
+    header: String,
+    trusted: Vec<Net>,
+    scrapers: Vec<Net>,
+    admins: Admins,
+    model: PathBuf,
+    /// Advice by (user, tool), with the history's state it was made on.
+    advice: Mutex<AdviceCache>,
+    /// The metrics text and when it was made.
+    metrics: Mutex<Option<(Instant, Signature, String)>>,
+    /// Blocking reads at once.
+    readers: tokio::sync::Semaphore,
+}
+
+/// Advice by (user, tool), with the history's state it was made on.
+type AdviceCache = HashMap<(String, String), (Signature, Arc<Advice>)>;
+
+/// The history's state as its files show it: any write changes it.
+type Signature = Vec<(u64, Option<SystemTime>)>;
+
+fn signature(db: &Path) -> Signature {
+    let mut wal = db.as_os_str().to_owned();
+    wal.push("-wal");
+    [db.to_path_buf(), PathBuf::from(wal)]
+        .iter()
+        .map(|p| match std::fs::metadata(p) {
+            Ok(m) => (m.len(), m.modified().ok()),
+            Err(_) => (0, None),
+        })
+        .collect()
+}
+
+/// How long a read waits for a writer's lock before the page says busy.
+const BUSY: Duration = Duration::from_secs(3);
+
+/// Advice entries kept at most (then all are dropped).
+const MAX_ADVICE: usize = 10_000;
+
+/// How long /metrics is kept before it is read again.
+const METRICS_TTL: Duration = Duration::from_secs(30);
+
+impl App {
+    /// The state from the command line.
+    pub fn new(a: &Args) -> Result<App> {
+        let usage = |e: String| Error::Usage(e);
+        let nets = |s: &Option<String>| auth::parse_nets(s.as_deref().unwrap_or("")).map_err(usage);
+        axum::http::HeaderName::try_from(a.user_header.as_str()).map_err(|_| {
+            Error::Usage(format!(
+                "--user-header '{}': not a header name",
+                a.user_header
+            ))
+        })?;
+        let admins = a
+            .admins
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let model = a.model.clone().unwrap_or_else(|| {
+            std::env::current_exe()
+                .ok()
+                .and_then(|e| e.parent().map(|d| d.join("hpc-model")))
+                .filter(|p| p.exists())
+                .unwrap_or_else(|| PathBuf::from("hpc-model"))
+        });
+        Ok(App {
+            db: hpc_core::paths::db_path(a.db.as_deref()),
+            header: a.user_header.to_ascii_lowercase(),
+            trusted: nets(&a.trust_proxy)?,
+            scrapers: nets(&a.metrics_from)?,
+            admins: Admins::new(admins, a.admin_group.clone()),
+            model,
+            advice: Mutex::new(HashMap::new()),
+            metrics: Mutex::new(None),
+            readers: tokio::sync::Semaphore::new(8),
+        })
+    }
+
+    fn open(&self) -> std::result::Result<Store, Miss> {
+        Store::open_read_only(&self.db, BUSY).map_err(|e| Miss::Unavailable(e.to_string()))
+    }
+
+    /// The advice for (user, tool), made again when the history changed.
+    fn advice(&self, store: &Store, user: &str, tool: &str) -> Arc<Advice> {
+        let sig = signature(&self.db);
+        let key = (user.to_string(), tool.to_string());
+        if let Some((s, a)) = self
+            .advice
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            if *s == sig {
+                return a.clone();
+            }
+        }
+        let a = Arc::new(data::advise(store, &self.model, user, tool));
+        let mut cache = self.advice.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= MAX_ADVICE {
+            cache.clear();
+        }
+        cache.insert(key, (sig, a.clone()));
+        a
+    }
+}
+
+/// The routes.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(jobs_page))
+        .route("/api/jobs", get(jobs_page))
+        .route("/job/{id}", get(job_page))
+        .route("/api/job/{id}", get(job_page))
+        .route("/job/{id}/plot.svg", get(plot_svg))
+        .route("/tools", get(tools_page))
+        .route("/api/tools", get(tools_page))
+        .route("/report", get(report_page))
+        .route("/api/report", get(report_page))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .with_state(app)
+}
+
+type St = axum::extract::State<Arc<App>>;
+
+/// What a page answers in.
+fn wants_json(uri: &Uri, headers: &HeaderMap) -> bool {
+    uri.path().starts_with("/api/")
+        || headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("application/json") && !a.contains("text/html"))
+}
+
+fn secure(mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; frame-ancestors 'none'"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-store"),
+    );
+    r
+}
+
+/// The relative way back to the root from `uri` (pages link relatively,
+/// so the server works under any prefix of the proxy).
+fn base(uri: &Uri) -> String {
+    let depth = uri.path().matches('/').count().saturating_sub(1);
+    if depth == 0 {
+        "./".into()
+    } else {
+        "../".repeat(depth)
+    }
+}
+
+fn nav(who: &Who, base: &str) -> String {
+    let b = escape(base);
+    let mut s =
+        format!("<p class=nav><a href=\"{b}\">My jobs</a> | <a href=\"{b}tools\">My tools</a>");
+    if who.admin {
+        s.push_str(&format!(" | <a href=\"{b}report\">Report</a>"));
+    }
+    s.push_str(&format!(" | signed in as {}</p>\n", escape(&who.user)));
+    s
+}
+
+fn error_response(status: StatusCode, message: &str, json: bool) -> Response {
+    let r = if json {
+        (status, axum::Json(json!({ "error": message }))).into_response()
+    } else {
+        let body = format!("<h1>{}</h1>\n<p>{}</p>\n", status.as_u16(), escape(message));
+        (
+            status,
+            axum::response::Html(page(&format!("{status}"), &body)),
+        )
+            .into_response()
+    };
+    secure(r)
+}
+
+fn miss(m: Miss, json: bool) -> Response {
+    match m {
+        Miss::NotFound => error_response(StatusCode::NOT_FOUND, "no such page or job", json),
+        Miss::Unavailable(why) => error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("the history cannot be read now: {why}"),
+            json,
+        ),
+    }
+}
+
+/// Who asks, or the 401 answer.
+fn who(app: &App, req: &Request) -> std::result::Result<Who, Box<Response>> {
+    let peer = req
+        .extensions()
+        .get::<Peer>()
+        .copied()
+        .unwrap_or(Peer::Tcp([0, 0, 0, 0].into()));
+    let json = wants_json(req.uri(), req.headers());
+    match auth::user_of(req.headers(), &app.header, peer, &app.trusted) {
+        Ok(user) => Ok(Who {
+            admin: app.admins.contains(&user),
+            user,
+        }),
+        Err(r) => Err(Box::new(error_response(
+            StatusCode::UNAUTHORIZED,
+            &r.reason(&app.header),
+            json,
+        ))),
+    }
+}
+
+/// Runs a blocking read of the history.
+async fn read<T: Send + 'static>(
+    app: &Arc<App>,
+    f: impl FnOnce(&App, &Store) -> std::result::Result<T, Miss> + Send + 'static,
+) -> std::result::Result<T, Miss> {
+    let _permit = app
+        .readers
+        .acquire()
+        .await
+        .map_err(|e| Miss::Unavailable(e.to_string()))?;
+    let app = app.clone();
+    tokio::task::spawn_blocking(move || {
+        let store = app.open()?;
+        f(&app, &store)
+    })
+    .await
+    .map_err(|e| Miss::Unavailable(e.to_string()))?
+}
+
+fn answer(p: Page, who: &Who, base: &str, json: bool) -> Response {
+    if json {
+        return secure(axum::Json(p.json).into_response());
+    }
+    let body = format!("{}{}", nav(who, base), p.body);
+    secure(axum::response::Html(page(&p.title, &body)).into_response())
+}
+
+/// Query parameters of the pages.
+#[derive(Deserialize, Default)]
+struct Params {
+    user: Option<String>,
+    page: Option<u64>,
+    per: Option<u64>,
+    days: Option<u64>,
+    by: Option<String>,
+}
+
+/// The user whose pages are shown: oneself, or for an admin anyone named.
+fn subject(who: &Who, p: &Params) -> std::result::Result<String, Miss> {
+    match &p.user {
+        Some(u) if *u != who.user && !who.admin => Err(Miss::NotFound),
+        Some(u) if !u.is_empty() => Ok(u.clone()),
+        _ => Ok(who.user.clone()),
+    }
+}
+
+async fn jobs_page(state: St, Query(p): Query<Params>, req: Request) -> Response {
+    let app = state.0;
+    let who = match who(&app, &req) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    let json = wants_json(req.uri(), req.headers());
+    let base = base(req.uri());
+    let user = match subject(&who, &p) {
+        Ok(u) => u,
+        Err(m) => return miss(m, json),
+    };
+    let (page, per) = (p.page.unwrap_or(1), p.per.unwrap_or(50));
+    let b = base.clone();
+    match read(&app, move |_, s| data::jobs(s, &user, page, per, &b)).await {
+        Ok(p) => answer(p, &who, &base, json),
+        Err(m) => miss(m, json),
+    }
+}
+
+async fn job_page(state: St, UrlPath(id): UrlPath<String>, req: Request) -> Response {
+    let app = state.0;
+    let who = match who(&app, &req) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    let json = wants_json(req.uri(), req.headers());
+    let base = base(req.uri());
+    let user = (!who.admin).then(|| who.user.clone());
+    match read(&app, move |app, s| {
+        data::job(s, &id, user.as_deref(), &|u, t| {
+            (*app.advice(s, u, t)).clone()
+        })
+    })
+    .await
+    {
+        Ok(p) => answer(p, &who, &base, json),
+        Err(m) => miss(m, json),
+    }
+}
+
+async fn plot_svg(state: St, UrlPath(id): UrlPath<String>, req: Request) -> Response {
+    let app = state.0;
+    let who = match who(&app, &req) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    let user = (!who.admin).then(|| who.user.clone());
+    match read(&app, move |_, s| data::plot(s, &id, user.as_deref())).await {
+        Ok(svg) => secure(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response()),
+        Err(m) => miss(m, false),
+    }
+}
+
+async fn tools_page(state: St, Query(p): Query<Params>, req: Request) -> Response {
+    let app = state.0;
+    let who = match who(&app, &req) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    let json = wants_json(req.uri(), req.headers());
+    let base = base(req.uri());
+    let user = match subject(&who, &p) {
+        Ok(u) => u,
+        Err(m) => return miss(m, json),
+    };
+    match read(&app, move |app, s| {
+        data::tools(s, &user, &|u, t| (*app.advice(s, u, t)).clone())
+    })
+    .await
+    {
+        Ok(p) => answer(p, &who, &base, json),
+        Err(m) => miss(m, json),
+    }
+}
+
+async fn report_page(state: St, Query(p): Query<Params>, req: Request) -> Response {
+    let app = state.0;
+    let who = match who(&app, &req) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    let json = wants_json(req.uri(), req.headers());
+    if !who.admin {
+        return miss(Miss::NotFound, json);
+    }
+    let base = base(req.uri());
+    let by: Vec<By> = match p.by.as_deref() {
+        None | Some("") => data::REPORT_BY.to_vec(),
+        Some(list) => match list
+            .split(',')
+            .map(str::parse)
+            .collect::<std::result::Result<Vec<By>, _>>()
+        {
+            Ok(b) => b,
+            Err(e) => return error_response(StatusCode::BAD_REQUEST, &format!("by: {e}"), json),
+        },
+    };
+    let days = p.days.unwrap_or(30).min(36_500);
+    let b = base.clone();
+    match read(&app, move |_, s| data::report(s, &by, days, &b)).await {
+        Ok(p) => answer(p, &who, &base, json),
+        Err(m) => miss(m, json),
+    }
+}
+
+async fn metrics(state: St, req: Request) -> Response {
+    let app = state.0;
+    let peer = req.extensions().get::<Peer>().copied();
+    let scraper =
+        matches!(peer, Some(Peer::Tcp(ip)) if app.scrapers.iter().any(|n| n.contains(ip)));
+    if !scraper {
+        match who(&app, &req) {
+            Ok(w) if w.admin => {}
+            Ok(_) => return miss(Miss::NotFound, false),
+            Err(r) => return *r,
+        }
+    }
+    let made = read(&app, |app, s| {
+        let sig = signature(&app.db);
+        let mut m = app.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, s0, text)) = &*m {
+            if at.elapsed() < METRICS_TTL && *s0 == sig {
+                return Ok(text.clone());
+            }
+        }
+        let text = data::metrics(s)?;
+        *m = Some((Instant::now(), sig, text.clone()));
+        Ok(text)
+    })
+    .await;
+    match made {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(m) => miss(m, false),
+    }
+}
+
+async fn not_found(state: St, req: Request) -> Response {
+    let json = wants_json(req.uri(), req.headers());
+    // Who asks is checked first, so a page that does not exist and one
+    // that is not theirs answer alike.
+    if let Err(r) = who(&state.0, &req) {
+        return *r;
+    }
+    miss(Miss::NotFound, json)
+}
+
+/// Raises the open-file limit to its hard limit (each connection is one).
+fn more_files() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((_, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}
+
+/// Runs the server until SIGTERM or SIGINT.
+pub fn main_with(args: Args) -> Result<()> {
+    let app = Arc::new(App::new(&args)?);
+    let mode = u32::from_str_radix(&args.socket_mode, 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "--socket-mode '{}': an octal mode such as 660",
+                args.socket_mode
+            ))
+        })?;
+    if args.socket.is_some() == args.listen.is_some() {
+        return Err(Error::Usage(
+            "give one of --socket PATH or --listen ADDRESS:PORT".into(),
+        ));
+    }
+    if args.timeout == 0 || args.max_connections == 0 {
+        return Err(Error::Usage(
+            "--timeout and --max-connections must be positive".into(),
+        ));
+    }
+    more_files();
+    let limits = Limits {
+        connections: args.max_connections,
+        header_wait: Duration::from_secs(10),
+        request_time: Duration::from_secs(args.timeout),
+        body: 64 * 1024,
+        head: 64 * 1024,
+    };
+    // Say at start what the pages will say on each request.
+    if let Err(e) = Store::open_read_only(&app.db, BUSY) {
+        hpc_core::note!("hpc-web: warning: {e}; pages say so until it is fixed");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(16)
+        .build()?;
+    rt.block_on(async move {
+        let listener = match (&args.socket, &args.listen) {
+            (Some(path), _) => Listener::Unix(server::bind_unix(path, mode)?, path.clone()),
+            (_, Some(addr)) => Listener::Tcp(tokio::net::TcpListener::bind(addr.as_str()).await?),
+            _ => unreachable!("checked above"),
+        };
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            let _ = tx.send(true);
+        });
+        eprintln!(
+            "hpc-web: serving {}",
+            match (&args.socket, &args.listen) {
+                (Some(p), _) => hpc_core::paths::shown(p),
+                (_, Some(a)) => a.clone(),
+                _ => String::new(),
+            }
+        );
+        server::serve(listener, router(app), limits, rx).await?;
+        Ok::<_, Error>(())
+    })?;
+    Ok(())
+}
