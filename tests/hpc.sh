@@ -15,8 +15,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tests/checks.sh"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/hpc-sizer/target}"
 bin=$CARGO_TARGET_DIR/debug
-for t in hpc-model hpc-store hpc-ingest hpc-flags; do
-    [ -x "$bin/$t" ] || (cd "$root" && cargo build -q --no-default-features -p hpc-model -p hpc-store -p hpc-ingest -p hpc-flags) >&2
+for t in hpc-model hpc-store hpc-ingest hpc-flags hpc-web; do
+    [ -x "$bin/$t" ] || (cd "$root" && cargo build -q --no-default-features -p hpc-model -p hpc-store -p hpc-ingest -p hpc-flags -p hpc-web) >&2
 done
 work=$(mktemp -d /tmp/hpc-test.XXXXXX)
 trap '[ "${KEEP:-0}" = 1 ] || rm -rf "$work"' EXIT
@@ -399,6 +399,18 @@ check "doctor in a tree without them says absent for each" \
 fails=$(grep -c '^fail' "$work/doc.out")
 check "doctor exits 1 exactly when a line says fail ($fails fail lines, exit $rc)" \
     [ "$([ "$fails" -gt 0 ] && echo 1 || echo 0)" = "$rc" ]
+
+# The doctor's web check against a real hpc-web on a socket.
+hpc-store put </dev/null >/dev/null 2>&1
+web_sock=$work/web.sock
+hpc-web --socket "$web_sock" --db "$HPC_SIZER_DB" 2>/dev/null &
+web_pid=$!
+for _ in $(seq 100); do [ -S "$web_sock" ] && break; sleep 0.1; done
+HPC_WEB_SOCKET=$web_sock HPC_DOCTOR_ROOT=$work/empty "$hpc" doctor >"$work/doc3.out" 2>&1 || true
+check "doctor: hpc-web on HPC_WEB_SOCKET answers the user's page" grep -q '^ok *web: hpc-web at' "$work/doc3.out"
+kill "$web_pid" 2>/dev/null; wait "$web_pid" 2>/dev/null || true
+HPC_WEB_SOCKET=$web_sock HPC_DOCTOR_ROOT=$work/empty "$hpc" doctor >"$work/doc4.out" 2>&1 || true
+check "doctor: HPC_WEB_SOCKET with no server there is a fail" grep -q '^fail *web: ' "$work/doc4.out"
 
 # ---------------------------------------------------------------- the admin TaskProlog
 # examples/admin/prolog.sh with a fake scontrol (the job's script as SLURM
