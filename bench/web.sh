@@ -20,7 +20,7 @@ if ! command -v wrk >/dev/null 2>&1; then
   apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
 fi
 
-cargo build --release --quiet -p hpc-ingest -p hpc-store -p hpc-web -p hpc-plot -p hpc-model
+cargo build --release --quiet --no-default-features -p hpc-ingest -p hpc-store -p hpc-web -p hpc-plot -p hpc-model
 cargo build --release --quiet -p hpc-ingest --example gen_sacct
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/web-bench.XXXXXX")

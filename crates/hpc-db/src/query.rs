@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use crate::error::Result;
-use crate::store::{JobFilter, Store, PARENT_SQL, TOOL_SQL};
+use crate::store::{JobFilter, Store, PARENT_SQL};
 
 /// The values of a row, as SQLite holds them (for the Parquet export).
 pub use rusqlite::types::{Value, ValueRef};
@@ -473,7 +473,7 @@ impl Store {
         ps.push(rusqlite::types::Value::Text(tool.to_string()));
         let sql = format!(
             "SELECT max_rss_mb, cpu_eff, elapsed_s, req_mem_mb FROM jobs
-             WHERE {cond} AND is_final = 1 AND start_ts IS NOT NULL AND {TOOL_SQL} = ?{}",
+             WHERE {cond} AND is_final = 1 AND start_ts IS NOT NULL AND tool = ?{}",
             ps.len()
         );
         let mut st = self.conn.prepare(&sql)?;
@@ -504,10 +504,7 @@ impl Store {
         filter: &JobFilter,
     ) -> Result<Vec<RawRow>> {
         let (cond, ps) = filter.sql();
-        let key = match key {
-            GroupKey::Tool => TOOL_SQL,
-            other => other.column(),
-        };
+        let key = key.column();
         let account = if with_account { "account" } else { "NULL" };
         // Summing here rather than with SQL's GROUP BY avoids sorting every row
         // through a temporary B-tree: a plain scan is about three times faster.
@@ -564,13 +561,7 @@ impl Store {
         read: impl FnOnce(&mut JobRows<'_>) -> Result<T>,
     ) -> Result<T> {
         let (cond, ps) = filter.sql();
-        let cols: Vec<String> = columns
-            .iter()
-            .map(|c| match *c {
-                "tool" => TOOL_SQL.to_string(),
-                other => format!("\"{other}\""),
-            })
-            .collect();
+        let cols: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
         // The end_ts index gives the rows in date order.
         let sql = format!(
             "SELECT {} FROM jobs WHERE {cond} ORDER BY end_ts",

@@ -76,11 +76,18 @@ fn add_all(stream: &mut Stream, lines: &[String]) {
 /// The most jobs a page of jobs lists.
 pub const MAX_PER_PAGE: u64 = 200;
 
-/// A user's jobs, newest first: page `page` (from 1) of `per`.
-pub fn jobs(store: &Store, user: &str, page: u64, per: u64, base: &str) -> Result<Page> {
+/// A user's jobs, newest first: page `page` (from 1) of `per`, of `total`.
+pub fn jobs(
+    store: &Store,
+    user: &str,
+    total: u64,
+    page: u64,
+    per: u64,
+    base: &str,
+) -> Result<Page> {
     let per = per.clamp(1, MAX_PER_PAGE);
     let page = page.max(1);
-    let (jobs, total) = store.jobs_page(Some(user), (page - 1) * per, per)?;
+    let jobs = store.jobs_page(Some(user), (page - 1) * per, per)?;
     let mut ids: Vec<&str> = Vec::new();
     for j in &jobs {
         ids.push(&j.job_id);
@@ -153,7 +160,7 @@ pub fn job(
     store: &Store,
     id: &str,
     user: Option<&str>,
-    advice: &dyn Fn(&str, &str) -> Advice,
+    advice: &(dyn Fn(&str, &str) -> Advice + Sync),
 ) -> Result<Page> {
     let filter = JobFilter {
         user: user.map(str::to_string),
@@ -468,9 +475,16 @@ fn advise_inner(
 /// The most tools the tools page advises.
 pub const MAX_TOOLS: usize = 20;
 
+/// How many tools are advised at once.
+const ADVICE_THREADS: usize = 4;
+
 /// A user's tools: each one's jobs, efficiency and waste, and the advice
 /// for the next job.
-pub fn tools(store: &Store, user: &str, advice: &dyn Fn(&str, &str) -> Advice) -> Result<Page> {
+pub fn tools(
+    store: &Store,
+    user: &str,
+    advice: &(dyn Fn(&str, &str) -> Advice + Sync),
+) -> Result<Page> {
     let filter = JobFilter {
         user: Some(user.to_string()),
         ..JobFilter::default()
@@ -489,8 +503,26 @@ pub fn tools(store: &Store, user: &str, advice: &dyn Fn(&str, &str) -> Advice) -
     } else {
         body.push_str(&report_section("tool", &render_rows, &[])?);
     }
-    for (r, rec) in shown.iter().zip(records) {
-        let adv = advice(user, &r.key);
+    // hpc-model runs for several tools at once (each a process of its own).
+    let advices: Vec<Advice> = std::thread::scope(|scope| {
+        let per_thread = shown.len().div_ceil(ADVICE_THREADS).max(1);
+        let handles: Vec<_> = shown
+            .chunks(per_thread)
+            .map(|chunk| {
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|r| advice(user, &r.key))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for ((r, rec), adv) in shown.iter().zip(records).zip(advices) {
         let _ = write!(body, "<h2>{}</h2>\n{}", escape(&r.key), adv.html());
         list.push(json!({ "report": rec, "advice": adv.json() }));
     }

@@ -95,11 +95,38 @@ pub struct App {
     model: PathBuf,
     /// Advice by (user, tool), with the history's state it was made on.
     advice: Mutex<AdviceCache>,
+    /// Each user's job count, with the history's state it was counted on.
+    counts: Mutex<HashMap<String, (Signature, u64)>>,
     /// The metrics text and when it was made.
-    metrics: Mutex<Option<(Instant, Signature, String)>>,
+    metrics: Mutex<Option<Kept<String>>>,
+    /// The pages that read many jobs (a user's tools, the centre's
+    /// report) by what they show, with when and on what they were made.
+    pages: Mutex<HashMap<String, Kept<Arc<Page>>>>,
+    /// Open read-only connections to the history file they were opened on.
+    pool: Mutex<Pool>,
     /// Blocking reads at once.
-    readers: tokio::sync::Semaphore,
+    readers: Arc<tokio::sync::Semaphore>,
 }
+
+/// Connections kept open between requests, all to one file (its device
+/// and inode): a file deleted or replaced is noticed at the next request.
+#[derive(Default)]
+struct Pool {
+    file: Option<(u64, u64)>,
+    free: Vec<Store>,
+}
+
+/// Connections kept open at most (as many as blocking reads at once).
+const READERS: usize = 8;
+
+/// How long a page of [`App::page`] is kept at most.
+const PAGE_TTL: Duration = Duration::from_secs(60);
+
+/// Entries of the small caches kept at most (then all are dropped).
+const MAX_CACHED: usize = 10_000;
+
+/// What was made, when, and on which state of the history.
+type Kept<T> = (Instant, Signature, T);
 
 /// Advice by (user, tool), with the history's state it was made on.
 type AdviceCache = HashMap<(String, String), (Signature, Arc<Advice>)>;
@@ -121,9 +148,6 @@ fn signature(db: &Path) -> Signature {
 
 /// How long a read waits for a writer's lock before the page says busy.
 const BUSY: Duration = Duration::from_secs(3);
-
-/// Advice entries kept at most (then all are dropped).
-const MAX_ADVICE: usize = 10_000;
 
 /// How long /metrics is kept before it is read again.
 const METRICS_TTL: Duration = Duration::from_secs(30);
@@ -162,37 +186,126 @@ impl App {
             admins: Admins::new(admins, a.admin_group.clone()),
             model,
             advice: Mutex::new(HashMap::new()),
+            counts: Mutex::new(HashMap::new()),
             metrics: Mutex::new(None),
-            readers: tokio::sync::Semaphore::new(8),
+            pages: Mutex::new(HashMap::new()),
+            pool: Mutex::new(Pool::default()),
+            readers: Arc::new(tokio::sync::Semaphore::new(READERS)),
         })
     }
 
-    fn open(&self) -> std::result::Result<Store, Miss> {
-        Store::open_read_only(&self.db, BUSY).map_err(|e| Miss::Unavailable(e.to_string()))
+    /// A connection to the history as the path names it now: a kept one
+    /// when the file is the one it was opened on, else a new one.
+    fn take(&self) -> std::result::Result<(Store, (u64, u64)), Miss> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&self.db).map_err(|e| {
+            Miss::Unavailable(format!(
+                "no database at {}: {e}",
+                hpc_core::paths::shown(&self.db)
+            ))
+        })?;
+        let file = (m.dev(), m.ino());
+        let kept = {
+            let mut pool = lock(&self.pool);
+            if pool.file != Some(file) {
+                *pool = Pool {
+                    file: Some(file),
+                    free: Vec::new(),
+                };
+            }
+            pool.free.pop()
+        };
+        let store = match kept {
+            Some(s) => {
+                s.check_version(&self.db)?;
+                s
+            }
+            None => Store::open_read_only(&self.db, BUSY)?,
+        };
+        Ok((store, file))
+    }
+
+    /// Gives a connection back to be kept.
+    fn give(&self, store: Store, file: (u64, u64)) {
+        let mut pool = lock(&self.pool);
+        if pool.file == Some(file) && pool.free.len() < READERS {
+            pool.free.push(store);
+        }
+    }
+
+    /// Runs `f` on a connection to the history.
+    fn with_store<T>(
+        &self,
+        f: impl FnOnce(&Store) -> std::result::Result<T, Miss>,
+    ) -> std::result::Result<T, Miss> {
+        let (store, file) = self.take()?;
+        let r = f(&store);
+        self.give(store, file);
+        r
     }
 
     /// The advice for (user, tool), made again when the history changed.
-    fn advice(&self, store: &Store, user: &str, tool: &str) -> Arc<Advice> {
+    fn advice(&self, user: &str, tool: &str) -> Advice {
         let sig = signature(&self.db);
         let key = (user.to_string(), tool.to_string());
-        if let Some((s, a)) = self
-            .advice
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
+        if let Some((s, a)) = lock(&self.advice).get(&key) {
             if *s == sig {
-                return a.clone();
+                return (**a).clone();
             }
         }
-        let a = Arc::new(data::advise(store, &self.model, user, tool));
-        let mut cache = self.advice.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.len() >= MAX_ADVICE {
-            cache.clear();
-        }
-        cache.insert(key, (sig, a.clone()));
+        let a = match self.with_store(|s| Ok(data::advise(s, &self.model, user, tool))) {
+            Ok(a) => a,
+            Err(Miss::Unavailable(why)) => Advice::None(why),
+            Err(Miss::NotFound) => Advice::None("no history".into()),
+        };
+        cached(&self.advice, key, (sig, Arc::new(a.clone())));
         a
     }
+
+    /// The page `key`, made by `make` unless one made on the same history
+    /// less than [`PAGE_TTL`] ago is kept.
+    fn page(
+        &self,
+        key: String,
+        make: impl FnOnce() -> std::result::Result<Page, Miss>,
+    ) -> std::result::Result<Arc<Page>, Miss> {
+        let sig = signature(&self.db);
+        if let Some((at, s0, page)) = lock(&self.pages).get(&key) {
+            if at.elapsed() < PAGE_TTL && *s0 == sig {
+                return Ok(page.clone());
+            }
+        }
+        let page = Arc::new(make()?);
+        cached(&self.pages, key, (Instant::now(), sig, page.clone()));
+        Ok(page)
+    }
+
+    /// How many jobs `user` has, counted again when the history changed.
+    fn count(&self, store: &Store, user: &str) -> std::result::Result<u64, Miss> {
+        let sig = signature(&self.db);
+        if let Some((s, n)) = lock(&self.counts).get(user) {
+            if *s == sig {
+                return Ok(*n);
+            }
+        }
+        let n = store.job_count(Some(user))?;
+        cached(&self.counts, user.to_string(), (sig, n));
+        Ok(n)
+    }
+}
+
+/// A mutex's value, also after a panic elsewhere (the caches stay usable).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Puts `value` in a cache, dropping every entry first when it is full.
+fn cached<K: std::hash::Hash + Eq, V>(m: &Mutex<HashMap<K, V>>, key: K, value: V) {
+    let mut c = lock(m);
+    if c.len() >= MAX_CACHED {
+        c.clear();
+    }
+    c.insert(key, value);
 }
 
 /// The routes.
@@ -312,28 +425,32 @@ fn who(app: &App, req: &Request) -> std::result::Result<Who, Box<Response>> {
     }
 }
 
-/// Runs a blocking read of the history.
+/// Runs a blocking read of the history. The permit is held until the read
+/// ends, also when the request gave up waiting for it, so that at most
+/// [`READERS`] reads run at once.
 async fn read<T: Send + 'static>(
     app: &Arc<App>,
     f: impl FnOnce(&App, &Store) -> std::result::Result<T, Miss> + Send + 'static,
 ) -> std::result::Result<T, Miss> {
-    let _permit = app
+    let permit = app
         .readers
-        .acquire()
+        .clone()
+        .acquire_owned()
         .await
         .map_err(|e| Miss::Unavailable(e.to_string()))?;
     let app = app.clone();
     tokio::task::spawn_blocking(move || {
-        let store = app.open()?;
-        f(&app, &store)
+        let r = app.with_store(|store| f(&app, store));
+        drop(permit);
+        r
     })
     .await
     .map_err(|e| Miss::Unavailable(e.to_string()))?
 }
 
-fn answer(p: Page, who: &Who, base: &str, json: bool) -> Response {
+fn answer(p: &Page, who: &Who, base: &str, json: bool) -> Response {
     if json {
-        return secure(axum::Json(p.json).into_response());
+        return secure(axum::Json(&p.json).into_response());
     }
     let body = format!("{}{}", nav(who, base), p.body);
     secure(axum::response::Html(page(&p.title, &body)).into_response())
@@ -372,8 +489,13 @@ async fn jobs_page(state: St, Query(p): Query<Params>, req: Request) -> Response
     };
     let (page, per) = (p.page.unwrap_or(1), p.per.unwrap_or(50));
     let b = base.clone();
-    match read(&app, move |_, s| data::jobs(s, &user, page, per, &b)).await {
-        Ok(p) => answer(p, &who, &base, json),
+    match read(&app, move |app, s| {
+        let total = app.count(s, &user)?;
+        data::jobs(s, &user, total, page, per, &b)
+    })
+    .await
+    {
+        Ok(p) => answer(&p, &who, &base, json),
         Err(m) => miss(m, json),
     }
 }
@@ -388,13 +510,11 @@ async fn job_page(state: St, UrlPath(id): UrlPath<String>, req: Request) -> Resp
     let base = base(req.uri());
     let user = (!who.admin).then(|| who.user.clone());
     match read(&app, move |app, s| {
-        data::job(s, &id, user.as_deref(), &|u, t| {
-            (*app.advice(s, u, t)).clone()
-        })
+        data::job(s, &id, user.as_deref(), &|u, t| app.advice(u, t))
     })
     .await
     {
-        Ok(p) => answer(p, &who, &base, json),
+        Ok(p) => answer(&p, &who, &base, json),
         Err(m) => miss(m, json),
     }
 }
@@ -424,12 +544,13 @@ async fn tools_page(state: St, Query(p): Query<Params>, req: Request) -> Respons
         Ok(u) => u,
         Err(m) => return miss(m, json),
     };
+    let key = format!("tools {user} {base}");
     match read(&app, move |app, s| {
-        data::tools(s, &user, &|u, t| (*app.advice(s, u, t)).clone())
+        app.page(key, || data::tools(s, &user, &|u, t| app.advice(u, t)))
     })
     .await
     {
-        Ok(p) => answer(p, &who, &base, json),
+        Ok(p) => answer(&p, &who, &base, json),
         Err(m) => miss(m, json),
     }
 }
@@ -458,8 +579,13 @@ async fn report_page(state: St, Query(p): Query<Params>, req: Request) -> Respon
     };
     let days = p.days.unwrap_or(30).min(36_500);
     let b = base.clone();
-    match read(&app, move |_, s| data::report(s, &by, days, &b)).await {
-        Ok(p) => answer(p, &who, &base, json),
+    let key = format!("report {by:?} {days} {b}");
+    match read(&app, move |app, s| {
+        app.page(key, || data::report(s, &by, days, &b))
+    })
+    .await
+    {
+        Ok(p) => answer(&p, &who, &base, json),
         Err(m) => miss(m, json),
     }
 }
@@ -478,7 +604,7 @@ async fn metrics(state: St, req: Request) -> Response {
     }
     let made = read(&app, |app, s| {
         let sig = signature(&app.db);
-        let mut m = app.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = lock(&app.metrics);
         if let Some((at, s0, text)) = &*m {
             if at.elapsed() < METRICS_TTL && *s0 == sig {
                 return Ok(text.clone());
