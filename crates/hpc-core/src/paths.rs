@@ -52,6 +52,24 @@ pub fn spool_dir(flag: Option<&Path>) -> PathBuf {
     }
 }
 
+/// The user-to-group mapping file of the reports by group, when there is
+/// one: the flag, else `HPC_SIZER_GROUPS`, else `hpc-sizer/groups` in
+/// `XDG_CONFIG_HOME` (or `~/.config`) when that file exists.
+pub fn groups_path(flag: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = flag {
+        return Some(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("HPC_SIZER_GROUPS").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    let p = base.join("hpc-sizer/groups");
+    p.exists().then_some(p)
+}
+
 /// A path as it may be shown in a message: control characters (a newline, an
 /// escape code in a file name) and invalid UTF-8 are printed escaped, so a
 /// crafted name cannot forge lines or drive the terminal.

@@ -7,10 +7,11 @@
 //! ([`Row::record`]), the same for hpc-store and hpc-web.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::query::{GroupKey, Partial, RawRow};
 use crate::store::{JobFilter, Store};
 
@@ -167,6 +168,36 @@ impl By {
             By::Tool => GroupKey::Tool,
         }
     }
+}
+
+/// Reads a user-to-group mapping: one `user group` pair a line (separated by
+/// whitespace, `,` or `:`), `#` comments and blank lines ignored.
+pub fn read_groups(path: &Path) -> Result<Groups> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::other(format!("cannot read {}: {e}", path.display())))?;
+    let mut g = Groups::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut parts = line
+            .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
+            .filter(|p| !p.is_empty());
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(u), Some(grp), None) => {
+                g.insert(u.to_string(), grp.to_string());
+            }
+            _ => {
+                return Err(Error::other(format!(
+                    "{}: line {}: expected 'user group'",
+                    path.display(),
+                    i + 1
+                )))
+            }
+        }
+    }
+    Ok(g)
 }
 
 impl Store {

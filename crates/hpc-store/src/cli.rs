@@ -369,7 +369,7 @@ fn report_cmd(path: &Path, r: ReportArgs) -> Result<()> {
     let by: By = r.by.parse().map_err(Error::Usage)?;
     let format: Format = r.format.parse().map_err(Error::Usage)?;
     let f = r.filter()?;
-    let groups = match group_file(r.groups) {
+    let groups = match paths::groups_path(r.groups.as_deref()) {
         // A bad mapping file is a usage error, like a bad --config.
         Some(p) if by == By::Group => {
             report::read_groups(&p).map_err(|e| Error::Usage(e.to_string()))?
@@ -424,21 +424,6 @@ fn dump_kinds(list: &str) -> Result<Vec<String>> {
 
 /// The group mapping file: the flag, else $HPC_SIZER_GROUPS, else the
 /// config folder's `groups` when it exists.
-fn group_file(flag: Option<PathBuf>) -> Option<PathBuf> {
-    if flag.is_some() {
-        return flag;
-    }
-    if let Some(p) = std::env::var_os("HPC_SIZER_GROUPS").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(p));
-    }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    let p = base.join("hpc-sizer/groups");
-    p.exists().then_some(p)
-}
-
 #[cfg(feature = "parquet")]
 fn parquet_rows(dir: &std::path::Path, by: By, f: &JobFilter) -> Result<Vec<report::RawRow>> {
     crate::parquet::parquet_rows(dir, by, f)

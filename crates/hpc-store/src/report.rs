@@ -9,43 +9,15 @@
 //! give the same table.
 
 use std::io::Write;
-use std::path::Path;
 
 use hpc_core::table::{self, Column, Form, Table};
-use hpc_core::{Error, IoContext, Result};
-pub use hpc_db::report::{finish, By, Groups, Row, BAD_NODE_KEY, COLUMNS, MAX_JOB_NODES, NONE_KEY};
+use hpc_core::Result;
+pub use hpc_db::report::{
+    finish, read_groups, By, Groups, Row, BAD_NODE_KEY, COLUMNS, MAX_JOB_NODES, NONE_KEY,
+};
 use hpc_db::{JobFilter, Store};
 pub use hpc_db::{Partial, RawRow};
 use serde_json::{Map, Value};
-
-/// Reads a user-to-group mapping: one `user group` pair a line (separated by
-/// whitespace, `,` or `:`), `#` comments and blank lines ignored.
-pub fn read_groups(path: &Path) -> Result<Groups> {
-    let text = std::fs::read_to_string(path).ctx(|| format!("cannot read {}", path.display()))?;
-    let mut g = Groups::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let mut parts = line
-            .split(|c: char| c.is_whitespace() || c == ',' || c == ':')
-            .filter(|p| !p.is_empty());
-        match (parts.next(), parts.next(), parts.next()) {
-            (Some(u), Some(grp), None) => {
-                g.insert(u.to_string(), grp.to_string());
-            }
-            _ => {
-                return Err(Error::Other(format!(
-                    "{}: line {}: expected 'user group'",
-                    path.display(),
-                    i + 1
-                )))
-            }
-        }
-    }
-    Ok(g)
-}
 
 /// The column of the raw key in the jobs table (and the Parquet files).
 pub fn raw_key_column(by: By) -> &'static str {

@@ -544,8 +544,9 @@ pub const REPORT_BY: [By; 6] = [
 ];
 
 /// The centre's report over the jobs that ended in the last `days` days
-/// (every job with 0), grouped by each of `by`.
-pub fn report(store: &Store, by: &[By], days: u64, base: &str) -> Result<Page> {
+/// (every job with 0), grouped by each of `by` (users to groups by
+/// `groups`, else by account).
+pub fn report(store: &Store, by: &[By], groups: &Groups, days: u64, base: &str) -> Result<Page> {
     let filter = JobFilter {
         since: (days > 0).then(|| hpc_db::now_epoch() - (days as i64) * 86_400),
         ..JobFilter::default()
@@ -582,7 +583,7 @@ pub fn report(store: &Store, by: &[By], days: u64, base: &str) -> Result<Page> {
     body.push_str("</p></form>\n");
     let mut reports = Vec::new();
     for b in by {
-        let (rows, _) = store.report(*b, &Groups::new(), &filter)?;
+        let (rows, _) = store.report(*b, groups, &filter)?;
         let records: Vec<Map<String, Value>> = rows.iter().map(|r| r.record(*b)).collect();
         let render_rows: Vec<hpc_render::report::Row> = records
             .iter()

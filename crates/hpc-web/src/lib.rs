@@ -27,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use hpc_core::{Error, Result};
-use hpc_db::report::By;
+use hpc_db::report::{read_groups, By, Groups};
 use hpc_db::Store;
 use hpc_render::html::{escape, page};
 use serde::Deserialize;
@@ -45,10 +45,14 @@ use crate::server::{Limits, Listener};
     note = "Pages: / (my jobs), /job/ID, /tools, /report (admins), /metrics (admins or --metrics-from); each also as JSON under /api/ or with Accept: application/json. Stops on SIGTERM. Exit status: 0 stopped, 1 failure, 2 usage error. See hpc-web(1)."
 )]
 pub struct Args {
-    /// the history database (default: as every tool finds it, HPC_SIZER_DB
-    /// or ~/.local/share/hpc-sizer/history.db)
+    /// the history database (default: as every tool finds it, HPC_SIZER_DB,
+    /// else hpc-sizer.db in the data folder)
     #[argh(option)]
     pub db: Option<PathBuf>,
+    /// user-to-group mapping of the report by group (default
+    /// $HPC_SIZER_GROUPS, else $XDG_CONFIG_HOME/hpc-sizer/groups)
+    #[argh(option)]
+    pub groups: Option<PathBuf>,
     /// listen on this Unix socket (the default way; the proxy connects to it)
     #[argh(option)]
     pub socket: Option<PathBuf>,
@@ -88,6 +92,7 @@ pub struct Args {
 /// What every request reads.
 pub struct App {
     db: PathBuf,
+    groups: Groups,
     header: String,
     trusted: Vec<Net>,
     scrapers: Vec<Net>,
@@ -178,8 +183,13 @@ impl App {
                 .filter(|p| p.exists())
                 .unwrap_or_else(|| PathBuf::from("hpc-model"))
         });
+        let groups = match hpc_core::paths::groups_path(a.groups.as_deref()) {
+            Some(p) => read_groups(&p).map_err(|e| Error::Usage(e.to_string()))?,
+            None => Groups::new(),
+        };
         Ok(App {
             db: hpc_core::paths::db_path(a.db.as_deref()),
+            groups,
             header: a.user_header.to_ascii_lowercase(),
             trusted: nets(&a.trust_proxy)?,
             scrapers: nets(&a.metrics_from)?,
@@ -581,7 +591,7 @@ async fn report_page(state: St, Query(p): Query<Params>, req: Request) -> Respon
     let b = base.clone();
     let key = format!("report {by:?} {days} {b}");
     match read(&app, move |app, s| {
-        app.page(key, || data::report(s, &by, days, &b))
+        app.page(key, || data::report(s, &by, &app.groups, days, &b))
     })
     .await
     {

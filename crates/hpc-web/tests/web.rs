@@ -83,7 +83,15 @@ struct Server {
 }
 
 impl Server {
+    /// A server whose admin is `root` by name, with `extra` options.
     fn start(extra: &[&str]) -> Server {
+        let mut args = vec!["--admins", "root"];
+        args.extend_from_slice(extra);
+        Server::start_bare(&args)
+    }
+
+    /// A server with only `extra` options beside the socket and database.
+    fn start_bare(extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("h.db");
         history(&db);
@@ -94,8 +102,6 @@ impl Server {
                 socket.to_str().unwrap(),
                 "--db",
                 db.to_str().unwrap(),
-                "--admins",
-                "root",
                 "--model",
                 "/nonexistent/hpc-model",
             ])
@@ -481,4 +487,53 @@ fn help_matches_the_man_page() {
     let help = WEB.help(&[]);
     let flags = WEB.assert_help_in_man(&help);
     assert!(flags.len() >= 10, "{flags:?}");
+}
+
+#[test]
+fn admins_by_unix_group_and_the_report_by_mapped_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let groups = dir.path().join("groups");
+    std::fs::write(&groups, "# user group\nann physics\n").unwrap();
+    // root's primary group is root (gid 0) on every system.
+    let srv = Server::start_bare(&[
+        "--admin-group",
+        "root",
+        "--groups",
+        groups.to_str().unwrap(),
+    ]);
+    assert_eq!(srv.get("/report", Some("ann")).0, 404);
+    let (st, body) = srv.get("/api/report?days=0&by=group", Some("root"));
+    assert_eq!(st, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let rows = v["reports"].as_array().unwrap();
+    let physics = rows
+        .iter()
+        .find(|r| r["group"] == "physics")
+        .expect("ann's group");
+    assert_eq!(physics["jobs"], 2);
+    assert!(
+        rows.iter()
+            .any(|r| r["group"] == "(none)" && r["jobs"] == 1),
+        "{rows:?}"
+    );
+    drop(srv);
+    // Another group's name makes nobody an admin.
+    let srv = Server::start_bare(&["--admin-group", "no-such-group-hpc-web"]);
+    assert_eq!(srv.get("/report", Some("root")).0, 404);
+    // A mapping file that cannot be read is a usage error at start.
+    let o = WEB
+        .command(&[
+            "--socket",
+            "/nonexistent/s",
+            "--groups",
+            "/nonexistent/groups",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
