@@ -130,5 +130,6 @@ slurm_script tests/slurm/run.sh
 slurm_script tests/slurm/pool.sh
 slurm_script tests/slurm/flow.sh
 slurm_script tests/slurm/multinode.sh
+slurm_script tests/slurm/gres.sh
 
 echo "tests/run.sh: all checks passed" >&2

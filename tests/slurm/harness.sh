@@ -53,6 +53,11 @@
 #   HPC_SLURM_JOBACCT  the accounting gatherer: linux (default, the
 #                      jobacct_gather/linux of many sites) or cgroup
 #                      (jobacct_gather/cgroup, cgroup v1 mode only)
+#   HPC_SLURM_GRES     generic resources of every node, as a NodeName's
+#                      Gres= (e.g. gpu:2,lscratch:100; default none: the
+#                      GPUs only as a GRES type, for the accounting's limits).
+#                      Counts only, no device files: jobs get them as SLURM
+#                      counts them, nothing more
 set -uo pipefail
 
 prog=harness.sh
@@ -425,8 +430,18 @@ node_lines() {
     esac
     while read -r node; do
         i=$((i + 1))
-        echo "NodeName=$node NodeHostname=$(short_host) NodeAddr=127.0.0.1 Port=$(node_port "$i")$out State=UNKNOWN"
+        echo "NodeName=$node NodeHostname=$(short_host) NodeAddr=127.0.0.1 Port=$(node_port "$i")$out${HPC_SLURM_GRES:+ Gres=$HPC_SLURM_GRES} State=UNKNOWN"
     done < <(node_names)
+}
+
+# gres_types: gpu, and the other names of HPC_SLURM_GRES.
+gres_types() {
+    local types=gpu g list=${HPC_SLURM_GRES:-}
+    for g in ${list//,/ }; do
+        g=${g%%:*}
+        case ",$types," in *",$g,"*) ;; *) types="$types,$g" ;; esac
+    done
+    echo "$types"
 }
 
 # slurm_hooks: the Prolog, TaskProlog and Epilog lines asked for.
@@ -498,6 +513,28 @@ EOF
         gather_params=JobAcctGatherParams=OverMemoryKill
         rm -f "$conf_dir/cgroup.conf"
     fi
+    # The GRES of HPC_SLURM_GRES: counts, and for GPUs (which slurmd counts
+    # by their device files) stand-ins under the state folder made as
+    # /dev/null is (major 1, minor 3), so nothing can be done through them.
+    if [ -n "${HPC_SLURM_GRES:-}" ]; then
+        local g n list=$HPC_SLURM_GRES dev=$state_dir/dev
+        install -d -m 755 "$dev"
+        for g in ${list//,/ }; do
+            n=${g##*:}
+            if [ "${g%%:*}" = gpu ]; then
+                for ((i = 0; i < n; i++)); do
+                    [ -c "$dev/gpu$i" ] || mknod -m 666 "$dev/gpu$i" c 1 3
+                done
+                echo "Name=gpu File=$dev/gpu[0-$((n - 1))]"
+            else
+                echo "Name=${g%%:*} Count=$n"
+            fi
+        done | { echo "# written by hpc-sizer tests/slurm/harness.sh"; cat; } |
+            write_if_changed "$conf_dir/gres.conf" 644 root:root && same=0
+    elif [ -e "$conf_dir/gres.conf" ]; then
+        rm -f "$conf_dir/gres.conf"
+        same=0
+    fi
     # The daemons read every other config file (acct_gather.conf included)
     # from the folder of SLURM_CONF: this one has its own, without options.
     write_if_changed "$conf_dir/acct_gather.conf" 644 root:root <<'EOF' && same=0
@@ -540,7 +577,7 @@ AccountingStoragePort=$dbd_port
 AccountingStoragePass=$munge_socket
 AccountingStorageEnforce=associations
 # GPU limits can be set (sacctmgr GrpTRES=gres/gpu=N) on a node without GPUs
-GresTypes=gpu
+GresTypes=$(gres_types)
 AccountingStorageTRES=gres/gpu
 JobCompType=jobcomp/none
 MinJobAge=300
