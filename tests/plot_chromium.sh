@@ -7,15 +7,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "plot_chromium: chromium is missing and this is not root" >&2
-    exit 1
-  fi
-  apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-fi
-
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo build --quiet -p hpc-plot
 plot="$CARGO_TARGET_DIR/debug/hpc-plot"
@@ -27,6 +18,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# shellcheck source=tests/chromium.sh
+. tests/chromium.sh
 
 # A stream as `hpc-store report --format ndjson` and `dump` print it, with
 # a hostile job name and flag reason, and a sampled job.
@@ -43,15 +36,6 @@ trap cleanup EXIT
 "$plot" html --out "$tmp/site" "$tmp/in.ndjson"
 
 fail=0
-# Runs chromium in its own process group (killed at exit) with a timeout.
-browse() {
-  setsid timeout -k 5 90 chromium --headless --no-sandbox --disable-gpu \
-    --user-data-dir="$tmp/profile" --no-first-run --enable-logging=stderr --v=0 \
-    "$@" &
-  local pid=$!
-  pgids+=("$pid")
-  wait "$pid"
-}
 
 for page in index.html user-ann.html; do
   url="file://$tmp/site/$page"

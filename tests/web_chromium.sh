@@ -9,15 +9,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "web_chromium: chromium is missing and this is not root" >&2
-    exit 1
-  fi
-  apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-fi
-
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo build --quiet -p hpc-web -p hpc-store -p hpc-model
 bin="$CARGO_TARGET_DIR/debug"
@@ -29,6 +20,8 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+# shellcheck source=tests/chromium.sh
+. tests/chromium.sh
 start() {
   setsid "$@" &
   pgids+=("$!")
@@ -67,15 +60,6 @@ done
 
 fail=0
 not_ok() { echo "not ok: $*" >&2; fail=1; }
-browse() {
-  setsid timeout -k 5 90 chromium --headless --no-sandbox --disable-gpu --disable-quic \
-    --disable-background-networking --disable-component-update --disable-sync \
-    --user-data-dir="$tmp/profile" --no-first-run --enable-logging=stderr --v=0 \
-    "$@" &
-  local pid=$!
-  pgids+=("$pid")
-  wait "$pid"
-}
 
 # page NAME PORT PATH: a screenshot and the DOM of one page.
 page() {
