@@ -131,5 +131,6 @@ slurm_script tests/slurm/pool.sh
 slurm_script tests/slurm/flow.sh
 slurm_script tests/slurm/multinode.sh
 slurm_script tests/slurm/gres.sh
+slurm_script tests/slurm/churn_cgroup.sh
 
 echo "tests/run.sh: all checks passed" >&2

@@ -139,3 +139,79 @@ harvest_and_dump() {
     hpc-store dump --kind summary >summaries.ndjson
     hpc-store dump --kind flag >flags.ndjson
 }
+
+# write_work_py: work.py in the current folder. `python3 work.py MB PROCS
+# DUTY SECONDS` holds MB, with PROCS processes that keep a core busy DUTY of
+# the time (0 to 1), for SECONDS.
+write_work_py() {
+    cat >work.py <<'EOF'
+import sys, time, multiprocessing as mp
+mb, procs, duty, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+def burn():
+    end = time.time() + secs
+    while time.time() < end:
+        t = time.time()
+        while time.time() - t < 0.05 * duty:
+            pass
+        time.sleep(0.05 * (1 - duty))
+ps = [mp.Process(target=burn) for _ in range(procs)]
+for p in ps:
+    p.start()
+held = b"\1" * (mb << 20)
+time.sleep(secs)
+for p in ps:
+    p.join()
+EOF
+}
+
+# churn_sbatch NAME: churn.sbatch in the current folder, job NAME: the
+# probe's cgroup path against 200 short-lived children and a steady 500 MB
+# process (work.py). The monitor's probe reads the job's cgroup; a second
+# probe in the script watches the script's processes one by one (--pid, the
+# per-process path) into $work/churn-per-process.ndjson.
+churn_sbatch() {
+    cat >churn.sbatch <<EOF
+#!/bin/bash
+#SBATCH --job-name=$1
+#SBATCH --nodes=1 --ntasks=1 --cpus-per-task=2 --mem=1G --time=00:05:00
+hpc-probe --pid \$\$ --interval 0.5 --no-perf --out $work/churn-per-process.ndjson &
+pp=\$!
+python3 $work/work.py 500 0 0 14 &
+steady=\$!
+sleep 1
+for i in \$(seq 200); do python3 -c 'sum(range(200000))'; done
+wait \$steady
+sleep 1
+kill \$pp
+wait \$pp
+EOF
+}
+
+# within10 WHAT A B: in churn.txt, the line WHAT's fields A and B are both
+# positive and within 10 % of field A.
+# shellcheck disable=SC2016 # awk's fields
+within10() { awk -v w="$1" -v a="$2" -v b="$3" '$1 == w { exit !($a > 0 && $b > 0 && ($a - $b) <= 0.1 * $a && ($b - $a) <= 0.1 * $a) }' churn.txt; }
+
+# churn_checks ID [CPU-AGAINST]: after harvest_and_dump, job ID's peak by
+# the cgroup path is within 10 % of sacct's MaxRSS and of the per-process
+# path's, and its CPU seconds within 10 % of sacct's TotalCPU (CPU-AGAINST
+# `sacct`, the default) or of the per-process path's (`processes`).
+churn_checks() {
+    hpc-merge churn-per-process.ndjson >churn-pp.ndjson 2>churn-pp.err
+    python3 - jobs.ndjson summaries.ndjson churn-pp.ndjson "$1" >churn.txt <<'EOF'
+import json, sys
+job = [j for j in map(json.loads, open(sys.argv[1])) if j["job_id"] == sys.argv[4]][0]
+cg = [s for s in map(json.loads, open(sys.argv[2])) if s["job_id"] == sys.argv[4] and not s.get("host")][0]
+pp = [s for s in map(json.loads, open(sys.argv[3])) if s.get("kind") == "summary" and not s.get("host")][0]
+print("peak_mb", job.get("max_rss_mb"), cg.get("peak_rss_mb"), pp.get("peak_rss_mb"))
+print("cpu_s", job.get("total_cpu_s"), cg.get("cpu_s"), pp.get("cpu_s"))
+EOF
+    show "  churn (sacct, cgroup path, per-process path): " "$(cat churn.txt)"
+    check "churn job: the cgroup path's peak is within 10 % of sacct's MaxRSS" within10 peak_mb 2 3
+    check "... and of the per-process path's" within10 peak_mb 3 4
+    if [ "${2:-sacct}" = sacct ]; then
+        check "... its CPU seconds within 10 % of sacct's TotalCPU (200 short-lived children included)" within10 cpu_s 2 3
+    else
+        check "... its CPU seconds within 10 % of the per-process path's (200 short-lived children included)" within10 cpu_s 4 3
+    fi
+}

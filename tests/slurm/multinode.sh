@@ -42,26 +42,7 @@ check "the cluster has $HPC_TEST_NODES nodes, each its own slurmd (${nodes[*]})"
 
 # ---------------------------------------------------------------- 1. hpc submit, 3 nodes
 cd "$work" || exit 1
-# work.py MB PROCS DUTY SECONDS: holds MB, with PROCS processes that keep a
-# core busy DUTY of the time (0 to 1), for SECONDS.
-cat >work.py <<'EOF'
-import sys, time, multiprocessing as mp
-mb, procs, duty, secs = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-def burn():
-    end = time.time() + secs
-    while time.time() < end:
-        t = time.time()
-        while time.time() - t < 0.05 * duty:
-            pass
-        time.sleep(0.05 * (1 - duty))
-ps = [mp.Process(target=burn) for _ in range(procs)]
-for p in ps:
-    p.start()
-held = b"\1" * (mb << 20)
-time.sleep(secs)
-for p in ps:
-    p.join()
-EOF
+write_work_py
 cat >spread.sbatch <<EOF
 #!/bin/bash
 #SBATCH --job-name=mn-spread
@@ -88,25 +69,7 @@ sleep 2
 python3 -c 'held = b"\1" * (300 << 20)'
 wait
 EOF
-# The probe's cgroup path (issue 22): 200 short-lived children and a steady
-# 500 MB process. The monitor's probe reads the job's cgroup; a second probe
-# in the script watches the script's processes one by one (--pid, the
-# per-process path).
-cat >churn.sbatch <<EOF
-#!/bin/bash
-#SBATCH --job-name=mn-churn
-#SBATCH --nodes=1 --ntasks=1 --cpus-per-task=2 --mem=1G --time=00:05:00
-hpc-probe --pid \$\$ --interval 0.5 --no-perf --out $work/churn-per-process.ndjson &
-pp=\$!
-python3 $work/work.py 500 0 0 14 &
-steady=\$!
-sleep 1
-for i in \$(seq 200); do python3 -c 'sum(range(200000))'; done
-wait \$steady
-sleep 1
-kill \$pp
-wait \$pp
-EOF
+churn_sbatch mn-churn
 declare -A id
 for j in spread oom churn; do
     out=$(hpc submit --no-recommend -o "$work/$j-%j.out" "$j.sbatch" 2>"$j.err")
@@ -166,21 +129,7 @@ for l in open(sys.argv[1]):
 ' flags.ndjson "${id[oom]}")
 show "  oom_killed: " "$reason"
 check "oom_killed names the node that ran out (${m[0]:-?})" grep -q "on node ${m[0]:-?} (" <<<"$reason"
-hpc-merge churn-per-process.ndjson >churn-pp.ndjson 2>churn-pp.err
-python3 - jobs.ndjson summaries.ndjson churn-pp.ndjson "${id[churn]}" >churn.txt <<'EOF'
-import json, sys
-job = [j for j in map(json.loads, open(sys.argv[1])) if j["job_id"] == sys.argv[4]][0]
-cg = [s for s in map(json.loads, open(sys.argv[2])) if s["job_id"] == sys.argv[4] and not s.get("host")][0]
-pp = [s for s in map(json.loads, open(sys.argv[3])) if s.get("kind") == "summary" and not s.get("host")][0]
-print("peak_mb", job.get("max_rss_mb"), cg.get("peak_rss_mb"), pp.get("peak_rss_mb"))
-print("cpu_s", job.get("total_cpu_s"), cg.get("cpu_s"), pp.get("cpu_s"))
-EOF
-show "  churn (sacct, cgroup path, per-process path): " "$(cat churn.txt)"
-# shellcheck disable=SC2016 # awk's fields
-within10() { awk -v w="$1" -v a="$2" -v b="$3" '$1 == w { exit !($a > 0 && $b > 0 && ($a - $b) <= 0.1 * $a && ($b - $a) <= 0.1 * $a) }' churn.txt; }
-check "churn job: the cgroup path's peak is within 10 % of sacct's MaxRSS" within10 peak_mb 2 3
-check "... and of the per-process path's" within10 peak_mb 3 4
-check "... its CPU seconds within 10 % of sacct's TotalCPU (200 short-lived children included)" within10 cpu_s 2 3
+churn_checks "${id[churn]}"
 hpc plot -o spread.svg "${id[spread]}" >plot.out 2>&1
 check "hpc plot draws the spread job with a line per node (thin: nodes, bold: job)" \
     grep -q "thin: nodes, bold: job" spread.svg
