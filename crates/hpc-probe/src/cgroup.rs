@@ -624,6 +624,43 @@ mod tests {
         p
     }
 
+    /// The issue's cluster and its kin: each v1 controller has the job at
+    /// its own depth, or not at all. Each is cut at the job's folder (the
+    /// deepest that holds the whole job: the step and task folders hold
+    /// part of it); one whose path stops above the job (its user's folder,
+    /// the root) holds other jobs too and is not the job's.
+    #[test]
+    fn each_controller_is_found_at_its_own_depth_or_not_at_all() {
+        let d = tempfile::tempdir().unwrap();
+        let sys = d.path();
+        let mem = mkdirs(
+            sys,
+            "fs/cgroup/memory/slurm_vm/uid_0/job_5/step_batch/task_0",
+        );
+        mkdirs(sys, "fs/cgroup/cpuacct/slurm_vm/uid_0");
+        let blkio = mkdirs(sys, "fs/cgroup/blkio/slurm_vm/uid_0/job_5");
+        let pids = mkdirs(sys, "fs/cgroup/pids/slurm_vm/uid_0/job_5/step_batch");
+        let text = "9:memory:/slurm_vm/uid_0/job_5/step_batch/task_0\n\
+                    4:cpuacct:/slurm_vm/uid_0\n\
+                    6:blkio:/slurm_vm/uid_0/job_5\n\
+                    3:pids:/slurm_vm/uid_0/job_5/step_batch\n\
+                    7:devices:/\n";
+        let cg = job_cgroup_from_lines(sys, text, "5").unwrap();
+        let job = |p: &Path, up: usize| p.ancestors().nth(up).unwrap().to_path_buf();
+        assert_eq!(cg.dir, job(&mem, 2), "memory at the job, not its task");
+        assert_eq!(cg.cpuacct, None, "cpuacct stops at the user's folder");
+        assert_eq!(cg.blkio, Some(blkio));
+        assert_eq!(cg.pids, Some(job(&pids, 1)));
+        assert_eq!(cg.devices, None, "devices at the root");
+        // Only cpuacct has the job: its folder stands for the job.
+        let text = "9:memory:/\n4:cpuacct:/slurm_vm/uid_0/job_5/step_batch\n";
+        mkdirs(sys, "fs/cgroup/cpuacct/slurm_vm/uid_0/job_5/step_batch");
+        let cg = job_cgroup_from_lines(sys, text, "5").unwrap();
+        assert_eq!(cg.dir, sys.join("fs/cgroup/cpuacct/slurm_vm/uid_0/job_5"));
+        // No controller has it: not the cgroup path.
+        assert!(job_cgroup_from_lines(sys, "9:memory:/\n4:cpuacct:/slurm_vm\n", "5").is_none());
+    }
+
     #[test]
     fn v1_separate_and_comounted_and_v2_resolution() {
         let d = tempfile::tempdir().unwrap();
