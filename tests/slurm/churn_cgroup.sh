@@ -19,12 +19,6 @@ export HPC_TEST_NODES=1 HPC_SLURM_JOBACCT=cgroup
 . "$here/common.sh"
 
 flow_start churn
-# The finalizer runs inside the job after the probe's last sample, and the
-# cgroup's CPU time counts it: release builds, as a site runs, keep it small
-# (the debug builds' merge and flags take seconds).
-(cd "$root" && cargo build -q --release --no-default-features -p hpc-probe -p hpc-merge \
-    -p hpc-flags -p hpc-store -p hpc-model) >&2
-export PATH="$CARGO_TARGET_DIR/release:$PATH"
 cd "$work" || exit 1
 check "slurm.conf has JobAcctGatherType=jobacct_gather/cgroup" \
     grep -qx 'JobAcctGatherType=jobacct_gather/cgroup' "$SLURM_CONF"
