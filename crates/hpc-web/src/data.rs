@@ -87,7 +87,7 @@ pub fn jobs(
 ) -> Result<Page> {
     let per = per.clamp(1, MAX_PER_PAGE);
     let page = page.max(1);
-    let jobs = store.jobs_page(Some(user), (page - 1) * per, per)?;
+    let jobs = store.jobs_page(Some(user), (page - 1).saturating_mul(per), per)?;
     let mut ids: Vec<&str> = Vec::new();
     for j in &jobs {
         ids.push(&j.job_id);

@@ -233,6 +233,11 @@ fn json_carries_the_records_the_cli_prints() {
     assert_eq!(v["total"], 2);
     assert_eq!(v["jobs"][0]["kind"], "job");
     assert_eq!(v["jobs"][0]["job_id"], "101", "newest first");
+    // A page far past the last is empty, not an error.
+    let (st, body) = srv.get("/api/jobs?page=18446744073709551615&per=200", Some("ann"));
+    assert_eq!(st, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["jobs"].as_array().map(Vec::len), Some(0));
     // The same page by Accept.
     let s = UnixStream::connect(&srv.socket).unwrap();
     let (st, body) = request(s, "/job/100", Some("ann"), &["Accept: application/json"]);
