@@ -53,9 +53,11 @@ impl From<hpc_core::Error> for Miss {
 type Result<T> = std::result::Result<T, Miss>;
 
 fn job_value(j: &Job) -> Result<Value> {
-    let mut buf = Vec::new();
-    tag_into(&mut buf, "job", j)?;
-    serde_json::from_slice(&buf).map_err(|e| Miss::Unavailable(e.to_string()))
+    let mut v = serde_json::to_value(j).map_err(|e| Miss::Unavailable(e.to_string()))?;
+    if let Value::Object(m) = &mut v {
+        m.insert("kind".into(), "job".into());
+    }
+    Ok(v)
 }
 
 fn lines_to_values(lines: &[String]) -> Vec<Value> {
@@ -76,14 +78,16 @@ fn add_all(stream: &mut Stream, lines: &[String]) {
 /// The most jobs a page of jobs lists.
 pub const MAX_PER_PAGE: u64 = 200;
 
-/// A user's jobs, newest first: page `page` (from 1) of `per`, of `total`.
+/// A user's jobs, newest first: page `page` (from 1) of `per`, of `total`;
+/// as JSON only with `json` (else as HTML only: the busiest page makes
+/// one of the two).
 pub fn jobs(
     store: &Store,
     user: &str,
     total: u64,
-    page: u64,
-    per: u64,
+    (page, per): (u64, u64),
     base: &str,
+    json: bool,
 ) -> Result<Page> {
     let per = per.clamp(1, MAX_PER_PAGE);
     let page = page.max(1);
@@ -98,14 +102,22 @@ pub fn jobs(
     ids.sort_unstable();
     ids.dedup();
     let flags = store.flags_for(&ids)?;
-    let json = json!({
-        "user": user,
-        "page": page,
-        "per_page": per,
-        "total": total,
-        "jobs": jobs.iter().map(job_value).collect::<Result<Vec<_>>>()?,
-        "flags": lines_to_values(&flags),
-    });
+    let title = format!("Jobs of {user}");
+    if json {
+        let json = json!({
+            "user": user,
+            "page": page,
+            "per_page": per,
+            "total": total,
+            "jobs": jobs.iter().map(job_value).collect::<Result<Vec<_>>>()?,
+            "flags": lines_to_values(&flags),
+        });
+        return Ok(Page {
+            title,
+            body: String::new(),
+            json,
+        });
+    }
     let mut stream = Stream {
         jobs,
         ..Stream::default()
@@ -123,9 +135,9 @@ pub fn jobs(
     body.push_str(&user_body(&stream, &idx, user, &mine, false)?);
     body.push_str(&pager(page, pages, per, user));
     Ok(Page {
-        title: format!("Jobs of {user}"),
+        title,
         body,
-        json,
+        json: Value::Null,
     })
 }
 

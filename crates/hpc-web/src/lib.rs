@@ -501,7 +501,7 @@ async fn jobs_page(state: St, Query(p): Query<Params>, req: Request) -> Response
     let b = base.clone();
     match read(&app, move |app, s| {
         let total = app.count(s, &user)?;
-        data::jobs(s, &user, total, page, per, &b)
+        data::jobs(s, &user, total, (page, per), &b, json)
     })
     .await
     {
