@@ -4,6 +4,8 @@
 # in its own process group with a timeout and the flags that keep it off the
 # network. The caller defines `tmp` (a private folder, holding the profile)
 # and `pgids` (the groups its EXIT trap kills).
+# It also gives `page`, the checks every page gets, which count failures in
+# `fail` (set 0 here) through `not_ok`.
 # shellcheck disable=SC2154 # tmp and pgids are the caller's
 
 if ! command -v chromium >/dev/null 2>&1; then
@@ -24,4 +26,32 @@ browse() {
   local pid=$!
   pgids+=("$pid")
   wait "$pid"
+}
+
+# shellcheck disable=SC2034 # the caller reads fail
+fail=0
+# shellcheck disable=SC2034
+not_ok() { echo "not ok: $*" >&2; fail=1; }
+
+# page NAME URL: a screenshot ($tmp/NAME.png) and the DOM ($tmp/NAME.dom)
+# of one page: no console or CSP errors, no user string turned into an
+# element, nothing from another origin.
+page() {
+  local name=$1 url=$2
+  browse --window-size=1200,2400 --screenshot="$tmp/$name.png" "$url" \
+    >/dev/null 2>"$tmp/$name.log" || not_ok "chromium failed on $name"
+  if [ ! -s "$tmp/$name.png" ] || [ "$(head -c 4 "$tmp/$name.png" | tail -c 3)" != PNG ]; then
+    not_ok "no screenshot of $name"
+  fi
+  if grep -E 'CONSOLE|Uncaught|Refused to|Content Security Policy' "$tmp/$name.log" >&2; then
+    not_ok "console errors on $name"
+  fi
+  browse --dump-dom "$url" >"$tmp/$name.dom" 2>>"$tmp/$name.log" || not_ok "dump-dom $name"
+  if grep -qiE '<script|<img|<iframe' "$tmp/$name.dom"; then
+    not_ok "a user string became an element on $name"
+  fi
+  # Nothing from another origin: no absolute address in any attribute.
+  if grep -qiE '(src|href|action)="(https?:)?//' "$tmp/$name.dom"; then
+    not_ok "$name links to another origin"
+  fi
 }

@@ -35,28 +35,13 @@ trap cleanup EXIT
 } >"$tmp/in.ndjson"
 "$plot" html --out "$tmp/site" "$tmp/in.ndjson"
 
-fail=0
-
-for page in index.html user-ann.html; do
-  url="file://$tmp/site/$page"
-  browse --window-size=1200,2400 --screenshot="$tmp/$page.png" "$url" \
-    >/dev/null 2>"$tmp/$page.log" || { echo "not ok: chromium failed on $page" >&2; cat "$tmp/$page.log" >&2; fail=1; }
-  if [ ! -s "$tmp/$page.png" ] || [ "$(head -c 4 "$tmp/$page.png" | tail -c 3)" != PNG ]; then
-    echo "not ok: no screenshot of $page" >&2; fail=1
-  fi
-  if grep -E 'CONSOLE|Uncaught|Refused to|Content Security Policy' "$tmp/$page.log" >&2; then
-    echo "not ok: console errors on $page" >&2; fail=1
-  fi
-  browse --dump-dom "$url" >"$tmp/$page.dom" 2>>"$tmp/$page.log" || { echo "not ok: dump-dom $page" >&2; fail=1; }
-  if grep -qi '<script' "$tmp/$page.dom" || grep -qi '<img' "$tmp/$page.dom"; then
-    echo "not ok: a user string became an element on $page" >&2; fail=1
-  fi
+for p in index.html user-ann.html; do
+  page "$p" "file://$tmp/site/$p"
 done
-grep -qF '&lt;script&gt;alert(1)&lt;/script&gt;' "$tmp/user-ann.html.dom" \
-  || { echo "not ok: the job name is not text in the DOM" >&2; fail=1; }
-grep -qF '<svg' "$tmp/user-ann.html.dom" || { echo "not ok: no inline plot" >&2; fail=1; }
+grep -qF '&lt;script&gt;alert(1)&lt;/script&gt;' "$tmp/user-ann.html.dom" || not_ok "the job name is not text in the DOM"
+grep -qF '<svg' "$tmp/user-ann.html.dom" || not_ok "no inline plot"
 # The screenshot is not blank: a PNG of some size.
-[ "$(stat -c %s "$tmp/user-ann.html.png")" -gt 20000 ] || { echo "not ok: screenshot too small" >&2; fail=1; }
+[ "$(stat -c %s "$tmp/user-ann.html.png")" -gt 20000 ] || not_ok "screenshot too small"
 
 if [ "$fail" -ne 0 ]; then
   echo "plot_chromium: FAILED" >&2

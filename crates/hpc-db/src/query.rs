@@ -575,3 +575,58 @@ impl Store {
         read(&mut rows)
     }
 }
+
+/// The kinds [`Store::dump_ndjson`] writes: `other` is every record of a
+/// kind the store keeps whole (`analysis`, `rec`, ...), `analysis` and `rec`
+/// those alone.
+pub const DUMP_KINDS: [&str; 7] = [
+    "job", "summary", "flag", "sample", "analysis", "rec", "other",
+];
+
+impl Store {
+    /// Writes the records of `kinds` back out as NDJSON, as `hpc-store dump`
+    /// prints them (and hpc-web hands hpc-model): jobs honour every filter;
+    /// the other kinds honour it through their job. Returns how many.
+    pub fn dump_ndjson(
+        &self,
+        kinds: &[&str],
+        filter: &JobFilter,
+        out: &mut dyn std::io::Write,
+    ) -> Result<u64> {
+        let mut n = 0;
+        let mut buf = Vec::with_capacity(1024);
+        for kind in kinds {
+            let kind = match *kind {
+                "job" => {
+                    n += self.for_each_job(filter, |j| {
+                        buf.clear();
+                        hpc_core::record::tag_into(&mut buf, "job", &j)?;
+                        out.write_all(&buf)?;
+                        Ok(())
+                    })?;
+                    continue;
+                }
+                "summary" => RecordKind::Summary,
+                "flag" => RecordKind::Flag,
+                "sample" => RecordKind::Sample,
+                "analysis" => RecordKind::Analysis,
+                "rec" => RecordKind::Rec,
+                "other" => RecordKind::Other,
+                other => {
+                    return Err(hpc_core::Error::Usage(format!(
+                        "unknown kind '{other}' (one of {})",
+                        DUMP_KINDS.join(", ")
+                    ))
+                    .into())
+                }
+            };
+            n += self.dump(kind, filter, |text| {
+                out.write_all(text.as_bytes())?;
+                out.write_all(b"\n")?;
+                Ok(())
+            })?;
+        }
+        out.flush()?;
+        Ok(n)
+    }
+}

@@ -395,11 +395,21 @@ pub fn user_body(
     Ok(s)
 }
 
-/// A job's six panels as inline SVG.
+/// A job's six panels as inline SVG under a heading (empty when the
+/// stream has no series for `id`).
 pub fn job_svg(stream: &Stream, id: &str) -> Result<String> {
+    Ok(match job_panels_svg(stream, id)? {
+        Some((head, svg)) => format!("<h3>{}</h3>\n{svg}", escape(&head)),
+        None => String::new(),
+    })
+}
+
+/// A job's six panels as one SVG document, with its title: `None` when
+/// the stream has no series for `id`.
+pub fn job_panels_svg(stream: &Stream, id: &str) -> Result<Option<(String, String)>> {
     let width = 1000;
     let Some(plot) = plan(stream, id, draw::job_columns(width)) else {
-        return Ok(String::new());
+        return Ok(None);
     };
     let samples = stream.series[id]
         .all()
@@ -410,7 +420,7 @@ pub fn job_svg(stream: &Stream, id: &str) -> Result<String> {
     let (svg, _) = draw::svg(draw::job_size(width), |root| {
         draw::draw_job(root, &plot, &head)
     })?;
-    Ok(format!("<h3>{}</h3>\n{svg}", escape(&head)))
+    Ok(Some((head, svg)))
 }
 
 /// Writes the report into `dir` (created 0700 when missing; an existing

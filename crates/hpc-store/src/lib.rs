@@ -33,9 +33,9 @@ use std::path::{Path, PathBuf};
 use hpc_core::input::{Input, Line};
 use hpc_core::ndjson::Rejects;
 use hpc_core::paths::shown;
-use hpc_core::record::{peek_kind, tag_into};
+use hpc_core::record::peek_kind;
 use hpc_core::{Error, IoContext, Result};
-use hpc_db::{JobFilter, PutError, PutStats, RecordKind, Store};
+use hpc_db::{JobFilter, PutError, PutStats, Store};
 
 /// What `put` did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -647,58 +647,17 @@ pub fn status(store: &Store, path: &Path, out: &mut dyn Write) -> hpc_db::Result
     Ok(())
 }
 
-/// The kinds `dump` can write: `other` is every record of a kind the store
-/// keeps whole (`analysis`, `rec`, ...), `analysis` and `rec` those alone.
-pub const DUMP_KINDS: [&str; 7] = [
-    "job", "summary", "flag", "sample", "analysis", "rec", "other",
-];
+pub use hpc_db::query::DUMP_KINDS;
 
-/// Writes records back out as NDJSON. Jobs honour every filter; the other
-/// kinds honour `--user` and the dates through their job.
+/// Writes records back out as NDJSON ([`Store::dump_ndjson`]).
 pub fn dump(
     store: &Store,
     kinds: &[String],
     filter: &JobFilter,
     out: &mut dyn Write,
 ) -> hpc_db::Result<u64> {
-    let mut n = 0;
-    let mut buf = Vec::with_capacity(1024);
-    for kind in kinds {
-        match kind.as_str() {
-            "job" => {
-                n += store.for_each_job(filter, |j| {
-                    buf.clear();
-                    tag_into(&mut buf, "job", &j)?;
-                    out.write_all(&buf)?;
-                    Ok(())
-                })?;
-            }
-            "summary" | "flag" | "sample" | "analysis" | "rec" | "other" => {
-                let kind = match kind.as_str() {
-                    "summary" => RecordKind::Summary,
-                    "flag" => RecordKind::Flag,
-                    "sample" => RecordKind::Sample,
-                    "analysis" => RecordKind::Analysis,
-                    "rec" => RecordKind::Rec,
-                    _ => RecordKind::Other,
-                };
-                n += store.dump(kind, filter, |text| {
-                    out.write_all(text.as_bytes())?;
-                    out.write_all(b"\n")?;
-                    Ok(())
-                })?;
-            }
-            other => {
-                return Err(Error::Usage(format!(
-                    "unknown kind '{other}' (one of {})",
-                    DUMP_KINDS.join(", ")
-                ))
-                .into())
-            }
-        }
-    }
-    out.flush()?;
-    Ok(n)
+    let kinds: Vec<&str> = kinds.iter().map(String::as_str).collect();
+    store.dump_ndjson(&kinds, filter, out)
 }
 
 /// `flags`: counts of each flag over the filtered jobs, or (with `jobs`)

@@ -9,12 +9,12 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use hpc_core::advice::Rec;
-use hpc_core::record::{tag_into, Job};
+use hpc_core::record::Job;
 use hpc_db::report::{By, Groups, Row};
 use hpc_db::{JobFilter, RecordKind, Store};
 use hpc_render::html::{
-    escape, flag_counts_section, job_row, job_svg, rec_lines, report_section, user_body,
-    worst_section, Index,
+    escape, flag_counts_section, job_panels_svg, job_row, job_svg, rec_lines, report_section,
+    user_body, worst_section, Index,
 };
 use hpc_render::stream::Stream;
 use serde_json::{json, Map, Value};
@@ -165,15 +165,10 @@ fn pager(page: u64, pages: u64, per: u64, user: &str) -> String {
 /// The most samples one job's JSON carries.
 pub const MAX_SAMPLES: usize = 20_000;
 
-/// One job, when `user` may see it (`None`: an admin, every job): its
-/// record, flags, panels, the records stored with it and the advice for
-/// its tool.
-pub fn job(
-    store: &Store,
-    id: &str,
-    user: Option<&str>,
-    advice: &(dyn Fn(&str, &str) -> Advice + Sync),
-) -> Result<Page> {
+/// The runs of job `id` that `user` may see (`None`: an admin, every
+/// job), with the filter that selects them: not found when there are none,
+/// whether the job does not exist or is another user's.
+fn visible_job(store: &Store, id: &str, user: Option<&str>) -> Result<(JobFilter, Vec<Job>)> {
     let filter = JobFilter {
         user: user.map(str::to_string),
         job: Some(id.to_string()),
@@ -187,6 +182,19 @@ pub fn job(
     if jobs.is_empty() {
         return Err(Miss::NotFound);
     }
+    Ok((filter, jobs))
+}
+
+/// One job, when `user` may see it (`None`: an admin, every job): its
+/// record, flags, panels, the records stored with it and the advice for
+/// its tool.
+pub fn job(
+    store: &Store,
+    id: &str,
+    user: Option<&str>,
+    advice: &(dyn Fn(&str, &str) -> Advice + Sync),
+) -> Result<Page> {
+    let (filter, jobs) = visible_job(store, id, user)?;
     let mut ids: Vec<&str> = jobs
         .iter()
         .flat_map(|j| [j.job_id.as_str(), j.job_id_raw.as_str()])
@@ -292,44 +300,17 @@ pub fn job(
 
 /// A job's first series as one SVG, when `user` may see the job.
 pub fn plot(store: &Store, id: &str, user: Option<&str>) -> Result<String> {
-    let filter = JobFilter {
-        user: user.map(str::to_string),
-        job: Some(id.to_string()),
-        ..JobFilter::default()
+    let (filter, jobs) = visible_job(store, id, user)?;
+    let mut stream = Stream {
+        jobs,
+        ..Stream::default()
     };
-    let mut stream = Stream::default();
-    let mut found = 0;
-    store.for_each_job(&filter, |j| {
-        found += 1;
-        stream.jobs.push(j);
-        Ok(())
-    })?;
-    if found == 0 {
-        return Err(Miss::NotFound);
-    }
     store.dump(RecordKind::Sample, &filter, |t| {
         let _ = stream.add(t);
         Ok(())
     })?;
-    let Some(sid) = stream.series_order.first().cloned() else {
-        return Err(Miss::NotFound);
-    };
-    let width = 1000;
-    let Some(p) = hpc_render::panels::plan(&stream, &sid, hpc_render::draw::job_columns(width))
-    else {
-        return Err(Miss::NotFound);
-    };
-    let head = hpc_render::job::title(
-        &p,
-        stream.series[&sid]
-            .all()
-            .map(|s| s.t.len())
-            .max()
-            .unwrap_or(0),
-    );
-    let (svg, _) = hpc_render::draw::svg(hpc_render::draw::job_size(width), |root| {
-        hpc_render::draw::draw_job(root, &p, &head)
-    })?;
+    let sid = stream.series_order.first().ok_or(Miss::NotFound)?;
+    let (_, svg) = job_panels_svg(&stream, sid)?.ok_or(Miss::NotFound)?;
     Ok(svg)
 }
 
@@ -411,28 +392,17 @@ fn advise_inner(
         limit: Some(2000),
         ..JobFilter::default()
     };
-    let err = |e: hpc_db::Error| e.to_string();
+    // The history as `hpc recommend` reads it (hpc-store dump).
     let mut history = Vec::new();
-    let mut analysis = None;
     store
-        .for_each_job(&filter, |j| {
-            tag_into(&mut history, "job", &j)?;
-            history.push(b'\n');
-            Ok(())
-        })
-        .map_err(err)?;
-    for kind in [RecordKind::Summary, RecordKind::Other] {
-        store
-            .dump(kind, &filter, |t| {
-                if kind == RecordKind::Other && t.contains("\"kind\":\"analysis\"") {
-                    analysis = Some(t.to_string());
-                }
-                history.extend_from_slice(t.as_bytes());
-                history.push(b'\n');
-                Ok(())
-            })
-            .map_err(err)?;
-    }
+        .dump_ndjson(&["job", "summary", "other"], &filter, &mut history)
+        .map_err(|e| e.to_string())?;
+    // The tool's latest analysis stands for the script.
+    let analysis = String::from_utf8_lossy(&history)
+        .lines()
+        .rev()
+        .find(|l| l.contains("\"kind\":\"analysis\""))
+        .map(str::to_string);
     let analysis = analysis.unwrap_or_else(|| {
         json!({"kind": "analysis", "user": user, "script": "", "script_sha256": "",
                "request": {"job_name": tool}, "tool": "generic", "tools": []})
@@ -484,6 +454,20 @@ fn advise_inner(
     Err("hpc-model gave no advice".into())
 }
 
+/// Report rows grouped `by` as `report` records (what the CLI prints and
+/// the JSON carries) and as the renderer reads those records back.
+fn report_rows<'a>(
+    rows: impl IntoIterator<Item = &'a Row>,
+    by: By,
+) -> (Vec<Map<String, Value>>, Vec<hpc_render::report::Row>) {
+    let records: Vec<Map<String, Value>> = rows.into_iter().map(|r| r.record(by)).collect();
+    let drawn = records
+        .iter()
+        .map(|m| hpc_render::report::Row::from_map(m).1)
+        .collect();
+    (records, drawn)
+}
+
 /// The most tools the tools page advises.
 pub const MAX_TOOLS: usize = 20;
 
@@ -505,11 +489,7 @@ pub fn tools(
     let mut body = format!("<h1>Tools of {}</h1>\n", escape(user));
     let mut list = Vec::new();
     let shown: Vec<&Row> = rows.iter().take(MAX_TOOLS).collect();
-    let records: Vec<Map<String, Value>> = shown.iter().map(|r| r.record(By::Tool)).collect();
-    let render_rows: Vec<hpc_render::report::Row> = records
-        .iter()
-        .map(|m| hpc_render::report::Row::from_map(m).1)
-        .collect();
+    let (records, render_rows) = report_rows(shown.iter().copied(), By::Tool);
     if rows.is_empty() {
         body.push_str("<p>No jobs yet.</p>\n");
     } else {
@@ -596,11 +576,7 @@ pub fn report(store: &Store, by: &[By], groups: &Groups, days: u64, base: &str) 
     let mut reports = Vec::new();
     for b in by {
         let (rows, _) = store.report(*b, groups, &filter)?;
-        let records: Vec<Map<String, Value>> = rows.iter().map(|r| r.record(*b)).collect();
-        let render_rows: Vec<hpc_render::report::Row> = records
-            .iter()
-            .map(|m| hpc_render::report::Row::from_map(m).1)
-            .collect();
+        let (records, render_rows) = report_rows(&rows, *b);
         body.push_str(&report_section(b.name(), &render_rows, &effs)?);
         reports.extend(records.into_iter().map(Value::Object));
     }

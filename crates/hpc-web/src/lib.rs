@@ -435,6 +435,13 @@ fn who(app: &App, req: &Request) -> std::result::Result<Who, Box<Response>> {
     }
 }
 
+/// Who asks, whether they want JSON, and the way back to the root: what
+/// every page handler starts from (or the 401 answer).
+fn asked(app: &App, req: &Request) -> std::result::Result<(Who, bool, String), Box<Response>> {
+    let who = who(app, req)?;
+    Ok((who, wants_json(req.uri(), req.headers()), base(req.uri())))
+}
+
 /// Runs a blocking read of the history. The permit is held until the read
 /// ends, also when the request gave up waiting for it, so that at most
 /// [`READERS`] reads run at once.
@@ -487,12 +494,10 @@ fn subject(who: &Who, p: &Params) -> std::result::Result<String, Miss> {
 
 async fn jobs_page(state: St, Query(p): Query<Params>, req: Request) -> Response {
     let app = state.0;
-    let who = match who(&app, &req) {
-        Ok(w) => w,
+    let (who, json, base) = match asked(&app, &req) {
+        Ok(a) => a,
         Err(r) => return *r,
     };
-    let json = wants_json(req.uri(), req.headers());
-    let base = base(req.uri());
     let user = match subject(&who, &p) {
         Ok(u) => u,
         Err(m) => return miss(m, json),
@@ -512,12 +517,10 @@ async fn jobs_page(state: St, Query(p): Query<Params>, req: Request) -> Response
 
 async fn job_page(state: St, UrlPath(id): UrlPath<String>, req: Request) -> Response {
     let app = state.0;
-    let who = match who(&app, &req) {
-        Ok(w) => w,
+    let (who, json, base) = match asked(&app, &req) {
+        Ok(a) => a,
         Err(r) => return *r,
     };
-    let json = wants_json(req.uri(), req.headers());
-    let base = base(req.uri());
     let user = (!who.admin).then(|| who.user.clone());
     match read(&app, move |app, s| {
         data::job(s, &id, user.as_deref(), &|u, t| app.advice(u, t))
@@ -544,12 +547,10 @@ async fn plot_svg(state: St, UrlPath(id): UrlPath<String>, req: Request) -> Resp
 
 async fn tools_page(state: St, Query(p): Query<Params>, req: Request) -> Response {
     let app = state.0;
-    let who = match who(&app, &req) {
-        Ok(w) => w,
+    let (who, json, base) = match asked(&app, &req) {
+        Ok(a) => a,
         Err(r) => return *r,
     };
-    let json = wants_json(req.uri(), req.headers());
-    let base = base(req.uri());
     let user = match subject(&who, &p) {
         Ok(u) => u,
         Err(m) => return miss(m, json),
@@ -567,15 +568,13 @@ async fn tools_page(state: St, Query(p): Query<Params>, req: Request) -> Respons
 
 async fn report_page(state: St, Query(p): Query<Params>, req: Request) -> Response {
     let app = state.0;
-    let who = match who(&app, &req) {
-        Ok(w) => w,
+    let (who, json, base) = match asked(&app, &req) {
+        Ok(a) => a,
         Err(r) => return *r,
     };
-    let json = wants_json(req.uri(), req.headers());
     if !who.admin {
         return miss(Miss::NotFound, json);
     }
-    let base = base(req.uri());
     let by: Vec<By> = match p.by.as_deref() {
         None | Some("") => data::REPORT_BY.to_vec(),
         Some(list) => match list
