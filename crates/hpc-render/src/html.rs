@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use hpc_core::advice::Rec;
+use hpc_core::fields::{index_of, Column, Value};
 use hpc_core::paths::{create_private_dir, write_atomic};
 use hpc_core::record::{Flag, Job};
 use hpc_core::slurm::format_duration;
@@ -144,10 +145,72 @@ fn wasted(j: &Job) -> f64 {
     j.cpu_hours_wasted.unwrap_or(0.0) + j.mem_gb_hours_wasted.unwrap_or(0.0)
 }
 
+/// How a cell of the job table shows its field.
+#[derive(Clone, Copy)]
+enum Show {
+    /// The job id, a link where the index has one.
+    Id,
+    /// Text, escaped; the given text when absent.
+    Text(&'static str),
+    /// Seconds as a short duration.
+    Duration,
+    /// A whole number.
+    Count,
+    /// MiB shown as GiB.
+    GiB,
+    /// A number, shortened.
+    Num,
+}
+
+/// One column of the job table: a field of the job table ([`Job::COLUMNS`])
+/// with its heading and how it is shown.
+struct JobCell {
+    column: &'static Column<Job>,
+    head: &'static str,
+    show: Show,
+}
+
+const fn cell(name: &str, head: &'static str, show: Show) -> JobCell {
+    JobCell {
+        column: &Job::COLUMNS[index_of(Job::FIELDS, name)],
+        head,
+        show,
+    }
+}
+
+/// The job table's columns, each a field by its name (a name that is no
+/// field fails the build).
+const JOB_TABLE: &[JobCell] = &[
+    cell("job_id", "job", Show::Id),
+    cell("user", "user", Show::Text("(none)")),
+    cell("job_name", "name", Show::Text("")),
+    cell("state", "state", Show::Text("")),
+    cell("end", "end", Show::Text("")),
+    cell("elapsed_s", "elapsed", Show::Duration),
+    cell("alloc_cpus", "CPUs", Show::Count),
+    cell("req_mem_mb", "req GiB", Show::GiB),
+    cell("max_rss_mb", "peak GiB", Show::GiB),
+    cell("cpu_eff", "CPU eff %", Show::Num),
+    cell("mem_eff", "mem eff %", Show::Num),
+    cell("cpu_hours_wasted", "CPU h wasted", Show::Num),
+    cell("mem_gb_hours_wasted", "GiB h wasted", Show::Num),
+];
+
+/// Whether a column of the job table holds text (left-aligned).
+fn is_text(show: Show) -> bool {
+    matches!(show, Show::Id | Show::Text(_))
+}
+
 /// The head row of a table of [`job_row`]s.
-pub const JOB_HEAD: &str = "<tr><th class=l>job</th><th class=l>user</th><th class=l>name</th>\
-<th class=l>state</th><th class=l>end</th><th>elapsed</th><th>CPUs</th><th>req GiB</th>\
-<th>peak GiB</th><th>CPU eff %</th><th>mem eff %</th><th>CPU h wasted</th><th>GiB h wasted</th></tr>\n";
+pub fn job_head() -> String {
+    let mut s = String::from("<tr>");
+    for c in JOB_TABLE {
+        let class = if is_text(c.show) { " class=l" } else { "" };
+        let _ = write!(s, "<th{class}>{}</th>", escape(c.head));
+    }
+    s.push_str("</tr>\n");
+    s
+}
 
 /// `s` escaped for a URL path segment: bytes other than ASCII letters,
 /// digits and `-._~` as `%XX`.
@@ -170,33 +233,35 @@ pub fn job_row(j: &Job) -> String {
 
 /// One job as a table row, its id a link to `link` + the id when given.
 pub fn job_row_link(j: &Job, link: Option<&str>) -> String {
-    let gib = |m: Option<f64>| num(m.map(|m| m / 1024.0));
-    let id = match link {
-        Some(prefix) => format!(
-            "<a href=\"{}{}\">{}</a>",
-            escape(prefix),
-            url_segment(&j.job_id),
-            escape(&j.job_id)
-        ),
-        None => escape(&j.job_id),
-    };
-    format!(
-        "<tr><td class=l>{}</td><td class=l>{}</td><td class=l>{}</td><td class=l>{}</td><td class=l>{}</td>\
-<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        id,
-        escape(user_of(j)),
-        escape(j.job_name.as_deref().unwrap_or("")),
-        escape(&j.state),
-        escape(j.end.as_deref().unwrap_or("")),
-        j.elapsed_s.map(draw::short_duration).unwrap_or_default(),
-        j.alloc_cpus.map(|c| c.to_string()).unwrap_or_default(),
-        gib(j.req_mem_mb),
-        gib(j.max_rss_mb),
-        num(j.cpu_eff),
-        num(j.mem_eff),
-        num(j.cpu_hours_wasted),
-        num(j.mem_gb_hours_wasted),
-    )
+    let mut s = String::from("<tr>");
+    for c in JOB_TABLE {
+        let value = (c.column.get)(j);
+        let real = match value {
+            Value::Real(v) => v,
+            Value::Int(v) => v.map(|v| v as f64),
+            _ => None,
+        };
+        let text = match (c.show, value) {
+            (Show::Id, Value::Text(Some(id))) => match link {
+                Some(prefix) => format!(
+                    "<a href=\"{}{}\">{}</a>",
+                    escape(prefix),
+                    url_segment(id),
+                    escape(id)
+                ),
+                None => escape(id),
+            },
+            (Show::Text(none), Value::Text(t)) => escape(t.unwrap_or(none)),
+            (Show::Duration, _) => real.map(draw::short_duration).unwrap_or_default(),
+            (Show::Count, Value::Int(n)) => n.map(|n| n.to_string()).unwrap_or_default(),
+            (Show::GiB, _) => num(real.map(|m| m / 1024.0)),
+            _ => num(real),
+        };
+        let class = if is_text(c.show) { " class=l" } else { "" };
+        let _ = write!(s, "<td{class}>{text}</td>");
+    }
+    s.push_str("</tr>\n");
+    s
 }
 
 fn report_table(by: &str, rows: &[Row]) -> String {
@@ -253,8 +318,9 @@ pub fn report_section(by: &str, rows: &[Row], effs: &[f64]) -> Result<String> {
 /// (at most [`WORST`] shown).
 pub fn worst_section(worst: &[&Job]) -> String {
     let mut s = format!(
-        "<h2>The {} jobs that wasted most</h2>\n<table>{JOB_HEAD}",
-        WORST.min(worst.len())
+        "<h2>The {} jobs that wasted most</h2>\n<table>{}",
+        WORST.min(worst.len()),
+        job_head()
     );
     for j in worst.iter().take(WORST) {
         s.push_str(&job_row(j));
@@ -354,9 +420,10 @@ pub fn user_body(
     plots: bool,
 ) -> Result<String> {
     let mut s = format!(
-        "<h2>Jobs of {} ({})</h2>\n<table>{JOB_HEAD}",
+        "<h2>Jobs of {} ({})</h2>\n<table>{}",
         escape(user),
-        jobs.len()
+        jobs.len(),
+        job_head()
     );
     for j in jobs {
         s.push_str(&job_row_link(j, idx.job_link));
@@ -506,5 +573,35 @@ mod tests {
         assert_ne!(user_file("a_b"), user_file("a.b"));
         assert_ne!(user_file("a_2E"), user_file("a."));
         assert_eq!(user_file("jörg"), "user-j_C3_B6rg.html");
+    }
+
+    #[test]
+    fn a_job_row_has_a_cell_under_each_heading_from_its_fields() {
+        let j = Job {
+            job_id: "7_1".into(),
+            job_name: Some("<b>".into()),
+            state: "COMPLETED".into(),
+            elapsed_s: Some(3600.0),
+            alloc_cpus: Some(4),
+            req_mem_mb: Some(8192.0),
+            max_rss_mb: Some(1536.0),
+            cpu_eff: Some(55.0),
+            ..Job::default()
+        };
+        let cells = |row: &str| row.matches("<td").count();
+        let row = job_row_link(&j, Some("job/"));
+        assert_eq!(cells(&row), job_head().matches("<th").count());
+        assert_eq!(cells(&row), JOB_TABLE.len());
+        for want in [
+            "<td class=l><a href=\"job/7_1\">7_1</a></td>",
+            "<td class=l>(none)</td>",
+            "<td class=l>&lt;b&gt;</td>",
+            "<td>4</td>",
+            "<td>8</td>",
+            "<td>1.5</td>",
+            "<td>55</td>",
+        ] {
+            assert!(row.contains(want), "{want} not in {row}");
+        }
     }
 }

@@ -238,7 +238,7 @@ pub fn job(
     let mut body = format!(
         "<h1>Job {}</h1>\n<table>{}",
         escape(id),
-        hpc_render::html::JOB_HEAD
+        hpc_render::html::job_head()
     );
     for j in &jobs {
         body.push_str(&job_row(j));
