@@ -38,6 +38,8 @@ table "SAP builds (memory, no runtime: each build weighs 1)" --csv "$TRACES/sap_
 for wf in makeflow_bwa pegasus_montage; do
     table "WfCommons $wf (memory, groups: process)" --csv "$TRACES/wfcommons_$wf.csv" \
         --group process --used used_mb --runtime runtime_s --order order
+    table "WfCommons $wf (memory, groups: process, with input sizes)" --csv "$TRACES/wfcommons_$wf.csv" \
+        --group process --used used_mb --runtime runtime_s --order order --input input_mb
 done
 for floor in 128:64 32:32 4:4; do
     table "WfCommons pegasus_montage, memory floor ${floor%:*} MiB and ${floor#*:} MiB steps (default 16 and 16)" \

@@ -31,9 +31,11 @@ TRACE = {
     "SAP": ("sap_build_memory.csv", "group", "peak_mb", None,
             ["--group", "group", "--used", "peak_mb", "--request", "request_mb", "--order", "order"]),
     "bwa": ("wfcommons_makeflow_bwa.csv", "process", "used_mb", "runtime_s",
-            ["--group", "process", "--used", "used_mb", "--runtime", "runtime_s", "--order", "order"]),
+            ["--group", "process", "--used", "used_mb", "--runtime", "runtime_s", "--order", "order",
+                 "--input", "input_mb"]),
     "montage": ("wfcommons_pegasus_montage.csv", "process", "used_mb", "runtime_s",
-                ["--group", "process", "--used", "used_mb", "--runtime", "runtime_s", "--order", "order"]),
+                ["--group", "process", "--used", "used_mb", "--runtime", "runtime_s", "--order", "order",
+                 "--input", "input_mb"]),
 }
 
 

@@ -11,10 +11,14 @@
 //!   in the latter (a group whose jobs come in runs of similar size, or
 //!   that drifts, is followed within a few jobs, without forgetting its
 //!   past), once it has [`MIN_SCORES`] residuals in the group;
-//! - model: least squares of log(value) on log(input) over the group's jobs
-//!   with an input size, once there are [`MIN_FIT`] of them (the input is
-//!   clamped to the range fitted on, widened by a factor 2 each way, so the
-//!   model never extrapolates far).
+//! - model: the line of log(value) on log(input) over the group's jobs with
+//!   an input size, once there are [`MIN_FIT`] of them with inputs that
+//!   differ; its slope is least squares drawn toward [`PRIOR_SLOPE`] and
+//!   kept within 0 (a ceiling) and 1 (memory in proportion to input). It
+//!   follows input at most a factor 2 beyond the inputs fitted on, or
+//!   [`MODEL_REACH`] above once they spread; a job whose input is beyond
+//!   every input of its group ([`BEYOND_INPUT`]) is sized by it alone, at
+//!   the stated risk.
 //!
 //! Each predictor keeps the out-of-sample residuals it made in the group
 //! (every residual is computed before the job is learnt). Its scale is their
@@ -36,7 +40,10 @@
 //! empirical prediction while its charges are at most the parametric one's.
 //!
 //! The bound at score z is exp(centre + s z), at most [`HISTORY_CAP`]
-//! times the group's largest value for the history and recent predictors.
+//! times the group's largest value (for the model, grown as its slope
+//! predicts beyond the group's largest input), and for the
+//! [`STEP_MEMORY`] jobs after a step up ([`STEP_UP`]) at least the new
+//! largest value.
 //! The score threshold of level a, q(a), is the split conformal quantile of
 //! the earlier scores (the latest [`SCORE_WINDOW`]): the k-th smallest of m,
 //! k = ceil((1 - a)(m + 1)); with fewer than [`MIN_SCORES`] scores or too
@@ -103,11 +110,32 @@ pub const EMPIRICAL_SPAN: f64 = 2.0;
 /// How many of a group's latest jobs decide which predictor sizes it: the
 /// cost each predictor would have had on them fades by 1 / this a job.
 pub const CHOICE_MEMORY: f64 = 30.0;
+/// A job that used more than this factor of every earlier value of its
+/// group is a step up: the group's next [`STEP_MEMORY`] jobs are advised at
+/// least the new largest value, while the means of the parametric
+/// predictors, which weigh every earlier value, catch up.
+pub const STEP_UP: f64 = 3.0;
+/// See [`STEP_UP`].
+pub const STEP_MEMORY: usize = 5;
 /// The least scale (log-sd) a predictor is given: a few per cent is the
 /// noise of any memory or time reading.
 pub const MIN_SCALE: f64 = 0.05;
 /// The model predictor needs this many jobs with an input size.
-pub const MIN_FIT: usize = 10;
+pub const MIN_FIT: usize = 3;
+/// The slope of log(value) on log(input) a group's model is drawn toward:
+/// memory in proportion to input.
+pub const PRIOR_SLOPE: f64 = 1.0;
+/// The weight of [`PRIOR_SLOPE`], as a sum of squared deviations of the
+/// log inputs (ten jobs whose inputs vary by a third each way weigh 1).
+pub const SLOPE_WEIGHT: f64 = 1.0;
+/// The model follows input up to this factor above the largest input it
+/// was fitted on.
+pub const MODEL_REACH: f64 = 16.0;
+/// A job whose input is more than this factor above every input of its
+/// group is sized by the model alone, where it has one whose inputs spread
+/// (see `Ols::informed`): the group's values say nothing of a job so much
+/// larger.
+pub const BEYOND_INPUT: f64 = 1.5;
 /// The step of the adaptive level, as a share of the stated risk.
 pub const GAMMA: f64 = 0.5;
 /// The threshold looks at this many latest scores: enough for the rank of
@@ -117,9 +145,10 @@ pub const SCORE_WINDOW: usize = 10_000;
 /// With fewer scores than this, the threshold is Student's t with this
 /// many less one degrees of freedom.
 pub const MIN_SCORES: usize = 5;
-/// The history predictor never advises above this factor of the group's
-/// largest value (a job that needs more is rarer than any stated risk; the
-/// retry that doubles covers it).
+/// No predictor advises above this factor of the group's largest value
+/// (the model: grown as it predicts beyond the group's inputs); a job that
+/// needs more is rarer than any stated risk, and the retry that doubles
+/// covers it.
 pub const HISTORY_CAP: f64 = 2.0;
 /// The largest factor a job's level is moved from the adapted level by,
 /// either way (see [`Calibrated::sized`]).
@@ -248,23 +277,37 @@ impl Ols {
         self.xmax = self.xmax.max(x);
     }
 
-    /// The prediction at `x` clamped to the fitted range widened by ln 2;
-    /// `None` with too few points or no spread in x.
-    fn predict(&self, x: f64) -> Option<f64> {
-        if self.n < MIN_FIT as f64 {
-            return None;
-        }
+    /// The prediction at `x`, and how far (on the log scale) it has the
+    /// value grow beyond the largest input fitted on (0 within the range);
+    /// `None` with fewer than [`MIN_FIT`] points or inputs that never
+    /// varied. The slope is drawn toward [`PRIOR_SLOPE`] with
+    /// [`SLOPE_WEIGHT`] and kept within 0 (memory at a ceiling) and 1
+    /// (memory in proportion to input). `x` is clamped to the fitted range
+    /// widened by ln 2, or above by ln [`MODEL_REACH`] once the inputs
+    /// spread enough to say how memory follows them ([`Ols::informed`]).
+    fn predict(&self, x: f64) -> Option<(f64, f64)> {
         let vx = self.sxx - self.sx * self.sx / self.n;
-        if vx <= 1e-9 * self.n {
+        if self.n < MIN_FIT as f64 || vx <= 1e-9 * self.n {
             return None;
         }
-        let slope = (self.sxy - self.sx * self.sy / self.n) / vx;
-        let x = x.clamp(
-            self.xmin - std::f64::consts::LN_2,
-            self.xmax + std::f64::consts::LN_2,
-        );
+        let cxy = self.sxy - self.sx * self.sy / self.n;
+        let slope = ((cxy + SLOPE_WEIGHT * PRIOR_SLOPE) / (vx + SLOPE_WEIGHT)).clamp(0.0, 1.0);
+        let reach = if self.informed() {
+            MODEL_REACH.ln()
+        } else {
+            std::f64::consts::LN_2
+        };
+        let x = x.clamp(self.xmin - std::f64::consts::LN_2, self.xmax + reach);
         let y = self.sy / self.n + slope * (x - self.sx / self.n);
-        y.is_finite().then_some(y)
+        y.is_finite()
+            .then_some((y, slope * (x - self.xmax).max(0.0)))
+    }
+
+    /// Whether the inputs fitted on weigh at least as much as the prior
+    /// slope (their squared deviations of log input sum to
+    /// [`SLOPE_WEIGHT`]).
+    fn informed(&self) -> bool {
+        self.n > 0.0 && self.sxx - self.sx * self.sx / self.n >= SLOPE_WEIGHT
     }
 }
 
@@ -291,6 +334,8 @@ struct Group {
     over_request: bool,
     /// Jobs of the group that ran past their limit.
     censored: usize,
+    /// Jobs learnt since the group last stepped up (see [`STEP_UP`]).
+    since_step: Option<usize>,
 }
 
 impl Group {
@@ -316,10 +361,14 @@ pub struct Pred {
     pub predictor: Predictor,
     /// Earlier jobs of the group.
     pub n: usize,
-    /// The least value the group may be advised (censored groups), else 0.
+    /// The least value the group may be advised (censored groups, and the
+    /// jobs just after a step up), else 0.
     pub floor: f64,
     /// The largest value the group's earlier jobs used.
     pub max_seen: f64,
+    /// The most the job is advised: [`HISTORY_CAP`] x `max_seen`, for the
+    /// model times the growth it predicts beyond the group's largest input.
+    pub cap: f64,
     /// Earlier jobs of the group that ran past their limit.
     pub censored: usize,
     /// A job of the group needed more than it asked for (or ran out): the
@@ -328,19 +377,18 @@ pub struct Pred {
     /// The log of the job's expected cost: centre + the mean log weight
     /// (runtime for memory) of the group's jobs.
     pub log_cost: f64,
+    /// The job's input is beyond every input of the group (see
+    /// [`BEYOND_INPUT`]): the model alone sizes it, at the stated risk.
+    pub beyond: bool,
 }
 
 impl Pred {
     /// The bound with score threshold `q`.
     pub fn at(&self, q: f64) -> f64 {
-        let v = (self.centre + self.scale * q).exp();
-        let v = match self.predictor {
-            Predictor::History | Predictor::Recent | Predictor::Empirical => {
-                v.min(HISTORY_CAP * self.max_seen)
-            }
-            Predictor::Model => v,
-        };
-        v.max(self.floor)
+        (self.centre + self.scale * q)
+            .exp()
+            .min(self.cap)
+            .max(self.floor)
     }
 
     /// The log of the memory-time (or time) one more unit of risk saves
@@ -437,27 +485,40 @@ impl Sizer {
     pub fn candidates(&self, group: &str, input: Option<f64>) -> Option<Vec<Pred>> {
         let g = self.groups.get(group)?;
         let centre = g.centre()?;
-        let mut options = vec![(centre, g.hist.scale(&self.hist), Predictor::History)];
+        // Each option: centre, scale, predictor, and the log of how far the
+        // predictor has the value grow beyond the group's largest input.
+        let mut options = vec![(centre, g.hist.scale(&self.hist), Predictor::History, 0.0)];
         if let Some(c) = g.blend().filter(|_| g.ewma_resid.k >= MIN_SCORES as f64) {
-            options.push((c, g.ewma_resid.scale(&self.recent), Predictor::Recent));
+            options.push((c, g.ewma_resid.scale(&self.recent), Predictor::Recent, 0.0));
         }
-        let model = input
-            .filter(|x| *x > 0.0)
-            .and_then(|x| g.ols.predict(x.ln()))
+        let x = input.filter(|x| *x > 0.0).map(f64::ln);
+        let model = x
+            .and_then(|x| g.ols.predict(x))
             .filter(|_| g.model.k >= MIN_SCORES as f64);
-        if let Some(c) = model {
-            options.push((c, g.model.scale(&self.model), Predictor::Model));
+        if let Some((c, growth)) = model {
+            options.push((c, g.model.scale(&self.model), Predictor::Model, growth));
         }
-        // The smallest scale first; the first of equals (history) wins.
-        let best = (0..options.len())
-            .min_by(|&a, &b| options[a].1.total_cmp(&options[b].1).then(a.cmp(&b)))
-            .unwrap_or(0);
-        options.swap(0, best);
-        let top = g.recent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        options.push((top, options[0].1, Predictor::Empirical));
+        let beyond = model.is_some()
+            && g.ols.informed()
+            && x.is_some_and(|x| x > g.ols.xmax + BEYOND_INPUT.ln());
+        if beyond {
+            let last = options.len() - 1;
+            options.swap(0, last);
+            options.truncate(1);
+        } else {
+            // The smallest scale first; the first of equals (history) wins.
+            let best = (0..options.len())
+                .min_by(|&a, &b| options[a].1.total_cmp(&options[b].1).then(a.cmp(&b)))
+                .unwrap_or(0);
+            options.swap(0, best);
+            let top = g.recent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            options.push((top, options[0].1, Predictor::Empirical, 0.0));
+        }
         let censored = g.censored;
         let floor = if censored > 0 {
             g.max_seen.max(CENSORED_FLOOR * g.max_limit)
+        } else if g.since_step.is_some_and(|k| k <= STEP_MEMORY) {
+            g.max_seen
         } else {
             0.0
         };
@@ -465,16 +526,18 @@ impl Sizer {
         Some(
             options
                 .into_iter()
-                .map(|(centre, scale, predictor)| Pred {
+                .map(|(centre, scale, predictor, growth)| Pred {
                     centre,
                     scale,
                     predictor,
                     n: g.n,
                     floor,
                     max_seen: g.max_seen,
+                    cap: HISTORY_CAP * g.max_seen * f64::exp(growth),
                     censored,
                     over_request: g.over_request,
                     log_cost: centre + mean_log_weight,
+                    beyond,
                 })
                 .collect(),
         )
@@ -559,6 +622,9 @@ impl Sizer {
             g.censored += 1;
             (2.0 * value).ln()
         } else {
+            if g.n > 0 && value > STEP_UP * g.max_seen {
+                g.since_step = Some(0);
+            }
             g.max_seen = g.max_seen.max(value);
             value.ln()
         };
@@ -571,7 +637,7 @@ impl Sizer {
                 g.ewma_resid.add(y - c);
                 self.recent.add(y - c);
             }
-            if let Some(c) = x.and_then(|x| g.ols.predict(x)) {
+            if let Some((c, _)) = x.and_then(|x| g.ols.predict(x)) {
                 g.model.add(y - c);
                 self.model.add(y - c);
             }
@@ -595,6 +661,7 @@ impl Sizer {
             g.ols.add(x, y);
         }
         g.n += 1;
+        g.since_step = g.since_step.map(|k| k + 1);
         g.over_request |= censored || request.is_some_and(|q| value > q);
         g.log_weight += log_weight;
     }
@@ -730,8 +797,11 @@ impl Calibrated {
                 // little when the group's costly jobs sit at the top.
                 let level = self.sized(p, l).1.min(l.risk * EMPIRICAL_SPAN);
                 let v = self.sizer.tail(group, p.scale, level);
-                (v.min(HISTORY_CAP * p.max_seen).max(p.floor), level)
+                (v.min(p.cap).max(p.floor), level)
             }
+            // An extrapolation: the stated risk, not a level adapted on
+            // jobs like the earlier ones.
+            _ if p.beyond => (p.at(self.sizer.quantile(l.risk)), l.risk),
             _ => {
                 let (z, level) = self.sized(p, l);
                 (p.at(z), level)
@@ -1079,8 +1149,112 @@ mod tests {
         let (p, v) = c.advise("g", Some(1000.0), None).unwrap();
         assert_eq!(p.predictor, Predictor::Model);
         assert!(v[0] > 3000.0 && v[0] < 3600.0, "{v:?}");
-        // Far outside the inputs fitted on, the prediction is clamped.
-        let (_, far) = c.advise("g", Some(1e9), None).unwrap();
-        assert!(far[0] < 3.0 * 2.0 * 10000.0 * 1.2, "{far:?}");
+        // Far above the inputs fitted on, memory follows input for at most
+        // MODEL_REACH times the largest input, and the bound is at most
+        // HISTORY_CAP times the largest value grown as far.
+        let (p, far) = c.advise("g", Some(1e9), None).unwrap();
+        assert!(p.beyond, "{p:?}");
+        let most = 3.0 * 10000.0 * 1.05;
+        assert!(far[0] > 8.0 * most, "{far:?}");
+        assert!(far[0] <= HISTORY_CAP * MODEL_REACH * most, "{far:?}");
+    }
+
+    /// A job of `group` with `input` that used `value`, weighing `weight`.
+    fn sized_on(group: &str, input: f64, value: f64, weight: f64) -> Seen<'_> {
+        Seen {
+            input: Some(input),
+            weight,
+            ..used(group, value)
+        }
+    }
+
+    #[test]
+    fn a_group_that_stepped_up_is_advised_its_new_largest_value() {
+        // WfCommons bwa_index: ten jobs at 147 MB, then 1511 MB each. The
+        // means of the parametric predictors stayed near 200 MB for the
+        // second large job, sized at a high level as a cheap one.
+        // Other groups that never run out have raised the adapted level.
+        let mut c = Calibrated::new(
+            &[0.01],
+            Rounding {
+                floor: 16.0,
+                step: 16.0,
+            },
+        );
+        for i in 0..400 {
+            c.replay([used(["a", "b", "c", "d"][i % 4], 100.0 + (i % 3) as f64)]);
+        }
+        for _ in 0..10 {
+            c.replay([sized_on("g", 1.0, 147.0, 80.0)]);
+        }
+        c.replay([sized_on("g", 1.0, 1511.0, 1100.0)]);
+        for _ in 0..STEP_MEMORY {
+            let (_, v) = c.advise("g", None, None).unwrap();
+            assert!(v[0] >= 1511.0, "{v:?}");
+            c.replay([used("g", 1511.0)]);
+        }
+    }
+
+    #[test]
+    fn a_job_far_above_its_groups_inputs_is_sized_by_the_model() {
+        // Memory has followed input (0.75 MiB a MiB) over inputs of 100 to
+        // 800 MiB: a job with 10x the largest input is sized by the model,
+        // at the stated risk, not at the group's largest value.
+        let mut c = Calibrated::new(
+            &[0.01],
+            Rounding {
+                floor: 16.0,
+                step: 16.0,
+            },
+        );
+        for i in 0..12 {
+            let input = 100.0 * f64::from(1 + i % 8);
+            c.replay([sized_on("g", input, 0.75 * input, 80.0)]);
+        }
+        let (p, v) = c.advise("g", Some(8000.0), None).unwrap();
+        assert_eq!((p.predictor, p.beyond), (Predictor::Model, true), "{p:?}");
+        assert!(v[0] >= 6000.0, "{v:?}");
+        // Inputs that hardly spread (WfCommons bwa_index: 192 and 196 MiB)
+        // say nothing of how memory follows input: no extrapolation.
+        let mut c = Calibrated::new(
+            &[0.01],
+            Rounding {
+                floor: 16.0,
+                step: 16.0,
+            },
+        );
+        for i in 0..10 {
+            c.replay([sized_on(
+                "g",
+                if i < 5 { 192.5 } else { 196.5 },
+                147.0,
+                80.0,
+            )]);
+        }
+        let (p, v) = c.advise("g", Some(1954.0), None).unwrap();
+        assert!(!p.beyond && v[0] <= 2.0 * 147.0, "{p:?} {v:?}");
+    }
+
+    #[test]
+    fn memory_that_ignores_input_is_not_grown_with_it() {
+        // WfCommons cat_bwa: 5 MB whatever the input (49 MB, then 5 GB,
+        // then 50 GB). Beyond the inputs seen, the model's bound is at most
+        // HISTORY_CAP x the largest value, grown by its fitted slope (about
+        // 0 here), not by the prior slope of 1.
+        let mut c = Calibrated::new(
+            &[0.01],
+            Rounding {
+                floor: 16.0,
+                step: 16.0,
+            },
+        );
+        for input in [49.4, 5034.0] {
+            for _ in 0..6 {
+                c.replay([sized_on("g", input, 5.0, 1.0)]);
+            }
+        }
+        let (p, v) = c.advise("g", Some(49667.0), None).unwrap();
+        assert!(p.beyond, "{p:?}");
+        assert_eq!(v[0], 16.0, "{p:?}");
     }
 }
