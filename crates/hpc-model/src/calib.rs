@@ -34,7 +34,8 @@
 //! Beside it, the empirical predictor: the group's own tail (the largest of
 //! its latest values, see [`Sizer::tail`]), which suits a group whose
 //! memory sits at a ceiling or hardly varies, where a log-normal bound
-//! lands far above the values. For every completed job, before it is
+//! lands far above the values. A job's expected cost, which sets its level
+//! (below), is the parametric prediction's whichever predictor sizes it. For every completed job, before it is
 //! learnt, each predictor's rounded bound at each level is charged what it
 //! would have cost the job (see [`Calibrated::advise_each`]); each level then uses the
 //! empirical prediction while its charges are at most the parametric one's.
@@ -523,6 +524,10 @@ impl Sizer {
             0.0
         };
         let mean_log_weight = g.log_weight / g.n as f64;
+        // The job's expected cost is the parametric prediction's (the
+        // empirical one is centred on the group's largest value, which no
+        // typical job uses).
+        let expected = options[0].0;
         Some(
             options
                 .into_iter()
@@ -536,7 +541,11 @@ impl Sizer {
                     cap: HISTORY_CAP * g.max_seen * f64::exp(growth),
                     censored,
                     over_request: g.over_request,
-                    log_cost: centre + mean_log_weight,
+                    log_cost: if predictor == Predictor::Empirical {
+                        expected
+                    } else {
+                        centre
+                    } + mean_log_weight,
                     beyond,
                 })
                 .collect(),
