@@ -135,7 +135,8 @@ pub const MODEL_REACH: f64 = 16.0;
 /// A job whose input is more than this factor above every input of its
 /// group is sized by the model alone, where it has one whose inputs spread
 /// (see `Ols::informed`): the group's values say nothing of a job so much
-/// larger.
+/// larger. Unless the group has a ceiling: its largest value came from an
+/// input more than this factor below its largest input.
 pub const BEYOND_INPUT: f64 = 1.5;
 /// The step of the adaptive level, as a share of the stated risk.
 pub const GAMMA: f64 = 0.5;
@@ -337,6 +338,9 @@ struct Group {
     censored: usize,
     /// Jobs learnt since the group last stepped up (see [`STEP_UP`]).
     since_step: Option<usize>,
+    /// The log input of the job that used the largest value, when it had
+    /// one.
+    x_at_max: Option<f64>,
 }
 
 impl Group {
@@ -496,10 +500,18 @@ impl Sizer {
         let model = x
             .and_then(|x| g.ols.predict(x))
             .filter(|_| g.model.k >= MIN_SCORES as f64);
+        // A ceiling: inputs more than BEYOND_INPUT times the one of the
+        // group's largest value gave no more memory, so memory is not grown
+        // beyond the inputs seen.
+        let ceiling = g
+            .x_at_max
+            .is_some_and(|at| at + BEYOND_INPUT.ln() < g.ols.xmax);
         if let Some((c, growth)) = model {
+            let growth = if ceiling { 0.0 } else { growth };
             options.push((c, g.model.scale(&self.model), Predictor::Model, growth));
         }
         let beyond = model.is_some()
+            && !ceiling
             && g.ols.informed()
             && x.is_some_and(|x| x > g.ols.xmax + BEYOND_INPUT.ln());
         if beyond {
@@ -634,7 +646,10 @@ impl Sizer {
             if g.n > 0 && value > STEP_UP * g.max_seen {
                 g.since_step = Some(0);
             }
-            g.max_seen = g.max_seen.max(value);
+            if value > g.max_seen {
+                g.max_seen = value;
+                g.x_at_max = x;
+            }
             value.ln()
         };
         if !censored {
@@ -1247,9 +1262,9 @@ mod tests {
     #[test]
     fn memory_that_ignores_input_is_not_grown_with_it() {
         // WfCommons cat_bwa: 5 MB whatever the input (49 MB, then 5 GB,
-        // then 50 GB). Beyond the inputs seen, the model's bound is at most
-        // HISTORY_CAP x the largest value, grown by its fitted slope (about
-        // 0 here), not by the prior slope of 1.
+        // then 50 GB). Inputs 100x larger than the one of the largest value
+        // gave no more memory: a ceiling, so the job of 50 GB is not sized
+        // by the model alone, nor grown with its input.
         let mut c = Calibrated::new(
             &[0.01],
             Rounding {
@@ -1263,7 +1278,7 @@ mod tests {
             }
         }
         let (p, v) = c.advise("g", Some(49667.0), None).unwrap();
-        assert!(p.beyond, "{p:?}");
+        assert!(!p.beyond, "the inputs 100x larger gave no more: {p:?}");
         assert_eq!(v[0], 16.0, "{p:?}");
     }
 }

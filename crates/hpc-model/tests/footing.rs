@@ -116,6 +116,11 @@ fn ceiling_and_tight_groups_beat_p95_and_the_median_and_keep_the_risk() {
             for f in equal_footing(&recs) {
                 if f.baseline != "max" {
                     assert!(f.holds(), "{name}: {f:?}");
+                } else if shape == "ceiling" {
+                    // Still short of max so far at its share, by 0.03 to
+                    // 0.06 (it was 0.12 on seed 1 while the model grew
+                    // memory beyond a ceiling with the input).
+                    assert!(f.ours >= f.maq - 0.06, "{name}: {f:?}");
                 }
             }
         }
