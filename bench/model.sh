@@ -33,6 +33,8 @@ CURVE=1,2,3,5,10,15,20
 table() { echo "== $1"; shift; "$BIN" backtest --risks "$CURVE" "$@" 2>&1; echo; }
 table "MGnify (memory)" --csv "$TRACES/mgnify_metaspades_3.15.3_jobs.csv" \
     --mgnify "$TRACES/mgnify_memory_heuristics.tsv"
+table "MGnify (time, groups: lineage)" --csv "$TRACES/mgnify_metaspades_3.15.3_jobs.csv" \
+    --group lineage --used wall_clock_seconds --order primary_accession --resource time
 table "SAP builds (memory, no runtime: each build weighs 1)" --csv "$TRACES/sap_build_memory.csv" \
     --group group --used peak_mb --request request_mb --order order
 for wf in makeflow_bwa pegasus_montage; do
