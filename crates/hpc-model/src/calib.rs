@@ -35,10 +35,11 @@
 //! its latest values, see [`Sizer::tail`]), which suits a group whose
 //! memory sits at a ceiling or hardly varies, where a log-normal bound
 //! lands far above the values. A job's expected cost, which sets its level
-//! (below), is the parametric prediction's whichever predictor sizes it. For every completed job, before it is
-//! learnt, each predictor's rounded bound at each level is charged what it
-//! would have cost the job (see [`Calibrated::advise_each`]); each level then uses the
-//! empirical prediction while its charges are at most the parametric one's.
+//! (below), is the parametric prediction's whichever predictor sizes it.
+//! For every completed job, before it is learnt, each predictor's rounded
+//! bound at each level is charged what it would have cost the job (see
+//! [`Calibrated::advise_each`]); each level then uses the empirical
+//! prediction while its charges are at most the parametric one's.
 //!
 //! The bound at score z is exp(centre + s z), at most [`HISTORY_CAP`]
 //! times the group's largest value (for the model, grown as its slope
