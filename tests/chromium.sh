@@ -1,12 +1,26 @@
 # shellcheck shell=bash
-# What the headless-Chromium tests share (sourced): Debian's `chromium`,
-# installed with apt-get when missing (as root), and `browse`, which runs it
-# in its own process group with a timeout and the flags that keep it off the
-# network. The caller defines `tmp` (a private folder, holding the profile)
-# and `pgids` (the groups its EXIT trap kills).
+# What the headless-Chromium tests share (sourced): a private folder `tmp`
+# and an EXIT trap that kills every process group in `pgids` (`start` runs a
+# command in a group of its own) and removes the folder; Debian's
+# `chromium`, installed with apt-get when missing (as root), and `browse`,
+# which runs it in its own process group with a timeout and the flags that
+# keep it off the network.
 # It also gives `page`, the checks every page gets, which count failures in
 # `fail` (set 0 here) through `not_ok`.
-# shellcheck disable=SC2154 # tmp and pgids are the caller's
+
+tmp="$(mktemp -d)"
+pgids=()
+cleanup() {
+  for g in "${pgids[@]}"; do kill -KILL -- "-$g" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# start COMMAND...: COMMAND in the background, in a process group of its own.
+start() {
+  setsid "$@" &
+  pgids+=("$!")
+}
 
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" -ne 0 ]; then

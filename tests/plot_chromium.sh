@@ -11,13 +11,6 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo build --quiet -p hpc-plot
 plot="$CARGO_TARGET_DIR/debug/hpc-plot"
 
-tmp="$(mktemp -d)"
-pgids=()
-cleanup() {
-  for g in "${pgids[@]}"; do kill -KILL -- "-$g" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 # shellcheck source=tests/chromium.sh
 . tests/chromium.sh
 

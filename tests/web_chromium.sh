@@ -13,19 +13,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 cargo build --quiet -p hpc-web -p hpc-store -p hpc-model
 bin="$CARGO_TARGET_DIR/debug"
 
-tmp="$(mktemp -d)"
-pgids=()
-cleanup() {
-  for g in "${pgids[@]}"; do kill -KILL -- "-$g" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
 # shellcheck source=tests/chromium.sh
 . tests/chromium.sh
-start() {
-  setsid "$@" &
-  pgids+=("$!")
-}
 
 # A history: ana's 12 seurat jobs (examples/seurat-history.ndjson), her
 # sampled job with a hostile name and flag, and bob's job.

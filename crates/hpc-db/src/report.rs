@@ -37,24 +37,25 @@ pub enum By {
 impl std::str::FromStr for By {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<By, String> {
-        Ok(match s {
-            "user" => By::User,
-            "account" => By::Account,
-            "group" => By::Group,
-            "partition" => By::Partition,
-            "node" => By::Node,
-            "state" => By::State,
-            "tool" => By::Tool,
-            _ => {
-                return Err(format!(
-                    "'{s}': not one of user, account, group, partition, node, state, tool"
-                ))
-            }
+        By::ALL.into_iter().find(|b| b.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = By::ALL.iter().map(|b| b.name()).collect();
+            format!("'{s}': not one of {}", names.join(", "))
         })
     }
 }
 
 impl By {
+    /// Every grouping, in the order reports list them.
+    pub const ALL: [By; 7] = [
+        By::User,
+        By::Account,
+        By::Group,
+        By::Partition,
+        By::Node,
+        By::State,
+        By::Tool,
+    ];
+
     /// The column name of the key in the output.
     pub fn name(self) -> &'static str {
         match self {

@@ -289,7 +289,7 @@ impl Ols {
     /// widened by ln 2, or above by ln [`MODEL_REACH`] once the inputs
     /// spread enough to say how memory follows them ([`Ols::informed`]).
     fn predict(&self, x: f64) -> Option<(f64, f64)> {
-        let vx = self.sxx - self.sx * self.sx / self.n;
+        let vx = self.spread();
         if self.n < MIN_FIT as f64 || vx <= 1e-9 * self.n {
             return None;
         }
@@ -310,7 +310,12 @@ impl Ols {
     /// slope (their squared deviations of log input sum to
     /// [`SLOPE_WEIGHT`]).
     fn informed(&self) -> bool {
-        self.n > 0.0 && self.sxx - self.sx * self.sx / self.n >= SLOPE_WEIGHT
+        self.n > 0.0 && self.spread() >= SLOPE_WEIGHT
+    }
+
+    /// The sum of squared deviations of the log inputs.
+    fn spread(&self) -> f64 {
+        self.sxx - self.sx * self.sx / self.n
     }
 }
 

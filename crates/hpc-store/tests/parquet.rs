@@ -56,16 +56,6 @@ fn fixture_db(home: &Path) -> PathBuf {
     db
 }
 
-const ALL: [By; 7] = [
-    By::User,
-    By::Account,
-    By::Group,
-    By::Partition,
-    By::Node,
-    By::State,
-    By::Tool,
-];
-
 /// 2026-03-02T00:00:00Z, 2026-03-03T00:00:00Z.
 const MAR2: i64 = 1_772_409_600;
 const MAR3: i64 = MAR2 + 86_400;
@@ -153,7 +143,7 @@ fn parquet_rows_equal_sqlite_rows_for_every_grouping_and_filter() {
     let mut groups = Groups::new();
     groups.insert("alice".into(), "physics-group".into());
     for (name, f) in filters() {
-        for by in ALL {
+        for by in By::ALL {
             let what = format!("{name} by {}", by.name());
             let s = finish(by, sqlite_rows(&store, by, &f).unwrap(), &groups).0;
             let p = finish(by, parquet_rows(&dir, by, &f).unwrap(), &groups).0;

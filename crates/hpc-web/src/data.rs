@@ -525,15 +525,11 @@ pub fn tools(
     })
 }
 
-/// What the centre-wide report groups by, in its order.
-pub const REPORT_BY: [By; 6] = [
-    By::User,
-    By::Account,
-    By::Group,
-    By::Partition,
-    By::Node,
-    By::State,
-];
+/// What the centre-wide report groups by, in its order: every grouping
+/// but the tool, which `/tools` shows.
+pub fn report_by() -> Vec<By> {
+    By::ALL.into_iter().filter(|b| *b != By::Tool).collect()
+}
 
 /// The centre's report over the jobs that ended in the last `days` days
 /// (every job with 0), grouped by each of `by` (users to groups by

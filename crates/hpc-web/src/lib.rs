@@ -576,7 +576,7 @@ async fn report_page(state: St, Query(p): Query<Params>, req: Request) -> Respon
         return miss(Miss::NotFound, json);
     }
     let by: Vec<By> = match p.by.as_deref() {
-        None | Some("") => data::REPORT_BY.to_vec(),
+        None | Some("") => data::report_by(),
         Some(list) => match list
             .split(',')
             .map(str::parse)
