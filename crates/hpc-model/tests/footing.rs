@@ -126,3 +126,23 @@ fn ceiling_and_tight_groups_beat_p95_and_the_median_and_keep_the_risk() {
         }
     }
 }
+
+#[test]
+fn one_loose_group_alone_comes_close_to_p95_at_its_share() {
+    // One tool's history, log-normal (log-sd 0.7): p95 x 1.2 of all its
+    // values is about the best a rule can do. Ours was 0.031-0.035 MAQ
+    // below it at its share while the level moved by 0.5 r a miss and the
+    // choice of predictor followed the latest 30 jobs; 0.001-0.013 now.
+    let dir = tempfile::tempdir().unwrap();
+    for seed in 1..=3 {
+        let recs = shaped(dir.path(), "single", seed);
+        for f in equal_footing(&recs) {
+            let slack = if f.baseline == "p95x1.2" {
+                0.015
+            } else {
+                0.005
+            };
+            assert!(f.ours >= f.maq - slack, "single {seed}: {f:?}");
+        }
+    }
+}
