@@ -43,7 +43,8 @@
 //!
 //! The bound at score z is exp(centre + s z), at most [`HISTORY_CAP`]
 //! times the group's largest value (for the model, grown as its slope
-//! predicts beyond the group's largest input), and for the
+//! predicts beyond the group's largest input; for a group at a ceiling,
+//! [`CEILING_MARGIN`] times it, see `Group::ceiling`), and for the
 //! [`STEP_MEMORY`] jobs after a step up ([`STEP_UP`]) at least the new
 //! largest value.
 //! The score threshold of level a, q(a), is the split conformal quantile of
@@ -142,9 +143,22 @@ pub const MODEL_REACH: f64 = 16.0;
 /// A job whose input is more than this factor above every input of its
 /// group is sized by the model alone, where it has one whose inputs spread
 /// (see `Ols::informed`): the group's values say nothing of a job so much
-/// larger. Unless the group has a ceiling: its largest value came from an
-/// input more than this factor below its largest input.
+/// larger. Unless larger inputs gave no more memory: the group's largest
+/// value came from an input more than this factor below its largest input
+/// (see `Group::flat`).
 pub const BEYOND_INPUT: f64 = 1.5;
+/// A group's memory had to follow its input with at least this slope
+/// (log on log) for the largest value to be taken for a ceiling (see
+/// `Group::ceiling`): memory that ignores input has a largest value, not a
+/// ceiling.
+pub const CEILING_SLOPE: f64 = 0.25;
+/// A group at a ceiling is advised at most this factor of its largest
+/// value, whatever the predictor: the ceiling is a buffer or a heap of a
+/// fixed size, whose reading varies by a few per cent at most, and a job
+/// above it is rarer than any stated risk. The log-normal bound and the
+/// input model, fitted on the jobs below the ceiling as well, land far
+/// above it (on the synthetic ceiling groups, up to the 2x cap).
+pub const CEILING_MARGIN: f64 = 1.02;
 /// The step of the adaptive level, as a share of the stated risk. Each
 /// miss lowers the level by about this share of it, and some 1 / r jobs
 /// without one restore it: the level saws between (1 - GAMMA) r and r, and
@@ -305,8 +319,7 @@ impl Ols {
         if self.n < MIN_FIT as f64 || vx <= 1e-9 * self.n {
             return None;
         }
-        let cxy = self.sxy - self.sx * self.sy / self.n;
-        let slope = ((cxy + SLOPE_WEIGHT * PRIOR_SLOPE) / (vx + SLOPE_WEIGHT)).clamp(0.0, 1.0);
+        let slope = self.slope();
         let reach = if self.informed() {
             MODEL_REACH.ln()
         } else {
@@ -316,6 +329,13 @@ impl Ols {
         let y = self.sy / self.n + slope * (x - self.sx / self.n);
         y.is_finite()
             .then_some((y, slope * (x - self.xmax).max(0.0)))
+    }
+
+    /// The slope: least squares drawn toward [`PRIOR_SLOPE`] with
+    /// [`SLOPE_WEIGHT`], kept within 0 and 1.
+    fn slope(&self) -> f64 {
+        let cxy = self.sxy - self.sx * self.sy / self.n;
+        ((cxy + SLOPE_WEIGHT * PRIOR_SLOPE) / (self.spread() + SLOPE_WEIGHT)).clamp(0.0, 1.0)
     }
 
     /// Whether the inputs fitted on weigh at least as much as the prior
@@ -362,6 +382,21 @@ struct Group {
 }
 
 impl Group {
+    /// Whether larger inputs gave no more memory: the group's largest
+    /// value came from an input more than [`BEYOND_INPUT`] times below its
+    /// largest input.
+    fn flat(&self) -> bool {
+        self.x_at_max
+            .is_some_and(|at| at + BEYOND_INPUT.ln() < self.ols.xmax)
+    }
+
+    /// Whether the group's memory sits at a ceiling: it grew with input (a
+    /// slope of at least [`CEILING_SLOPE`]) and larger inputs gave no more
+    /// (see [`Group::flat`]).
+    fn ceiling(&self) -> bool {
+        self.flat() && self.ols.informed() && self.ols.slope() >= CEILING_SLOPE
+    }
+
     fn centre(&self) -> Option<f64> {
         (!self.recent.is_empty()).then(|| self.sum / self.recent.len() as f64)
     }
@@ -518,18 +553,16 @@ impl Sizer {
         let model = x
             .and_then(|x| g.ols.predict(x))
             .filter(|_| g.model.k >= MIN_SCORES as f64);
-        // A ceiling: inputs more than BEYOND_INPUT times the one of the
-        // group's largest value gave no more memory, so memory is not grown
-        // beyond the inputs seen.
-        let ceiling = g
-            .x_at_max
-            .is_some_and(|at| at + BEYOND_INPUT.ln() < g.ols.xmax);
+        // Inputs more than BEYOND_INPUT times the one of the group's
+        // largest value gave no more memory, so memory is not grown beyond
+        // the inputs seen.
+        let flat = g.flat();
         if let Some((c, growth)) = model {
-            let growth = if ceiling { 0.0 } else { growth };
+            let growth = if flat { 0.0 } else { growth };
             options.push((c, g.model.scale(&self.model), Predictor::Model, growth));
         }
         let beyond = model.is_some()
-            && !ceiling
+            && !flat
             && g.ols.informed()
             && x.is_some_and(|x| x > g.ols.xmax + BEYOND_INPUT.ln());
         if beyond {
@@ -568,7 +601,12 @@ impl Sizer {
                     n: g.n,
                     floor,
                     max_seen: g.max_seen,
-                    cap: HISTORY_CAP * g.max_seen * f64::exp(growth),
+                    cap: g.max_seen
+                        * if g.ceiling() {
+                            CEILING_MARGIN
+                        } else {
+                            HISTORY_CAP * growth.exp()
+                        },
                     censored,
                     over_request: g.over_request,
                     log_cost: if predictor == Predictor::Empirical {
@@ -1298,5 +1336,28 @@ mod tests {
         let (p, v) = c.advise("g", Some(49667.0), None).unwrap();
         assert!(!p.beyond, "the inputs 100x larger gave no more: {p:?}");
         assert_eq!(v[0], 16.0, "{p:?}");
+    }
+
+    #[test]
+    fn a_group_at_a_ceiling_is_advised_at_most_just_above_it() {
+        // Memory that follows input (slope 0.8) up to a 1000 MB buffer,
+        // then stays there. The log-normal bound and the input model, fitted
+        // on the jobs below the ceiling too, and the largest value raised
+        // for a sample of 40, all land above it.
+        let mut c = unrounded(0.01);
+        for i in 0..40 {
+            let input = 100.0 * 1.12f64.powi(i);
+            let wobble = 1.0 + 0.004 * f64::from(i % 3);
+            let value = (2.0 * input.powf(0.8)).min(1000.0) * wobble;
+            c.replay([sized_on("g", input, value, input)]);
+        }
+        let max = c.sizer.groups["g"].max_seen;
+        for input in [5000.0, 20000.0] {
+            let (p, v) = c.advise("g", Some(input), None).unwrap();
+            assert!(
+                max > 1000.0 && v[0] <= (CEILING_MARGIN * max).ceil(),
+                "{input}: {p:?} {v:?}"
+            );
+        }
     }
 }

@@ -117,10 +117,12 @@ fn ceiling_and_tight_groups_beat_p95_and_the_median_and_keep_the_risk() {
                 if f.baseline != "max" {
                     assert!(f.holds(), "{name}: {f:?}");
                 } else if shape == "ceiling" {
-                    // Still short of max so far at its share, by 0.03 to
-                    // 0.06 (it was 0.12 on seed 1 while the model grew
-                    // memory beyond a ceiling with the input).
-                    assert!(f.ours >= f.maq - 0.06, "{name}: {f:?}");
+                    // Still short of max so far at its share, by 0.004 to
+                    // 0.041: 0.032 to 0.058 before a ceiling capped every
+                    // predictor at 1.02x the largest value, and 0.12 on
+                    // seed 1 while the model grew memory beyond a ceiling
+                    // with the input.
+                    assert!(f.ours >= f.maq - 0.045, "{name}: {f:?}");
                 }
             }
         }
