@@ -64,7 +64,11 @@
 //! sized at the z >= 0 where its price equals one threshold T:
 //! z = sqrt(s^2 + 2 (T - P(0))) - s (0 when P(0) >= T). A costly job, or one
 //! from a group whose values vary more, takes a larger share of the risk;
-//! a cheap or steady one a smaller. T is the split conformal quantile, at
+//! a cheap or steady one a smaller. But a miss costs too, in proportion to
+//! the job: where this z is below q(a_t), the job is sized where one more
+//! unit of risk saves that much net of the miss it risks,
+//! C (s exp(s z) / phi(z) - k) = exp(T), k = [`MISS_COST`] (once the group
+//! has [`POOL_WEIGHT`] jobs), at most at q(a_t). T is the split conformal quantile, at
 //! the adapted level a_t, of the prices at which the earlier jobs would just
 //! have fitted (P(z_i) for a job that used more than its centre, minus
 //! infinity otherwise; the latest [`SCORE_WINDOW`]). The job's z is kept
@@ -159,6 +163,17 @@ pub const CEILING_SLOPE: f64 = 0.25;
 /// input model, fitted on the jobs below the ceiling as well, land far
 /// above it (on the synthetic ceiling groups, up to the 2x cap).
 pub const CEILING_MARGIN: f64 = 1.02;
+/// What a job that runs out costs beyond fitting, in units of its expected
+/// cost (memory x runtime), in the price that spreads the risk (see
+/// [`Calibrated::sized`]): the attempt lost and the retry's slack. Without
+/// it the costliest jobs took the largest share of the risk as if their
+/// misses were free (levels of 10-25 % at a stated 1 % on the costliest
+/// synthetic ceiling group), while each of their misses costs the most. It
+/// counts once a group has [`POOL_WEIGHT`] jobs, whose residuals then weigh
+/// as much as the spread it borrows: before, the normal model's tail is
+/// mostly borrowed, and a tight group's first jobs (WfCommons bwa_index)
+/// are better sized at their value than above it.
+pub const MISS_COST: f64 = 3.0;
 /// The step of the adaptive level, as a share of the stated risk. Each
 /// miss lowers the level by about this share of it, and some 1 / r jobs
 /// without one restore it: the level saws between (1 - GAMMA) r and r, and
@@ -449,6 +464,17 @@ impl Pred {
             .max(self.floor)
     }
 
+    /// The cost of a miss the job's price counts, in units of its expected
+    /// cost: [`MISS_COST`] once its group has [`POOL_WEIGHT`] earlier jobs,
+    /// else 0.
+    pub fn miss_cost(&self) -> f64 {
+        if self.n as f64 >= POOL_WEIGHT {
+            MISS_COST
+        } else {
+            0.0
+        }
+    }
+
     /// The log of the memory-time (or time) one more unit of risk saves
     /// when the job is sized at score `z` >= 0 under a normal model of the
     /// scores: log(C s exp(s z) / phi(z)).
@@ -456,10 +482,20 @@ impl Pred {
         self.log_cost + self.scale.ln() + LN_SQRT_2PI + self.scale * z + z * z / 2.0
     }
 
-    /// The score at which the price is `t`: the root z >= 0 of
-    /// z^2 / 2 + s z = t - price(0), or 0 when the price at 0 is above `t`.
-    pub fn score_at_price(&self, t: f64) -> f64 {
-        let d = t - self.price(0.0);
+    /// The score at which the price net of a miss's cost `k` (see
+    /// [`Pred::miss_cost`]) is `t`: where C (s exp(s z) / phi(z) - k) =
+    /// exp(t), the root z >= 0 of
+    /// z^2 / 2 + s z = ln(k + exp(t - ln C)) - ln s - ln sqrt(2 pi), or 0
+    /// when there is none.
+    pub fn score_at_price(&self, t: f64, k: f64) -> f64 {
+        let x = t - self.log_cost;
+        // ln(k + e^x), without overflow for a large x.
+        let ln_sum = if k > 0.0 {
+            x.max(k.ln()) + (-(x - k.ln()).abs()).exp().ln_1p()
+        } else {
+            x
+        };
+        let d = ln_sum - self.scale.ln() - LN_SQRT_2PI;
         if d > 0.0 {
             (self.scale * self.scale + 2.0 * d).sqrt() - self.scale
         } else {
@@ -992,7 +1028,15 @@ impl Calibrated {
             (l.level / LEVEL_SPAN).max(l.risk / 100.0),
         );
         let (lo, hi) = (s.quantile(most), s.quantile(least));
-        let z = p.score_at_price(t);
+        // A miss's cost limits the extra risk a costly job takes beyond the
+        // adapted level; it never sizes a job safer than that level's
+        // threshold.
+        let (gross, at) = (p.score_at_price(t, 0.0), s.quantile(l.level));
+        let z = if gross >= at {
+            gross
+        } else {
+            p.score_at_price(t, p.miss_cost()).min(at)
+        };
         if z <= lo {
             (lo, most)
         } else if z >= hi {
@@ -1359,5 +1403,34 @@ mod tests {
                 "{input}: {p:?} {v:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_miss_cost_keeps_a_costly_job_from_taking_risk_for_free() {
+        let p = Pred {
+            centre: 10.0,
+            scale: 0.5,
+            predictor: Predictor::History,
+            n: 100,
+            floor: 0.0,
+            max_seen: f64::INFINITY,
+            cap: f64::INFINITY,
+            censored: 0,
+            over_request: false,
+            log_cost: 20.0,
+            beyond: false,
+        };
+        // Without a miss cost, the root of the price is the one of the
+        // normal model: price(z) = t.
+        let t = p.price(1.0);
+        assert!((p.score_at_price(t, 0.0) - 1.0).abs() < 1e-9);
+        // With one, the same threshold sizes the job safer: where the risk
+        // saves exp(t) net of k.
+        let z = p.score_at_price(t, p.miss_cost());
+        assert!(z > 1.2, "{z}");
+        let net = (p.price(z) - p.log_cost).exp() - MISS_COST;
+        assert!((p.log_cost + net.ln() - t).abs() < 1e-9, "{z}");
+        // A group with few jobs borrows its tail: no miss cost yet.
+        assert_eq!(Pred { n: 5, ..p }.miss_cost(), 0.0);
     }
 }

@@ -117,14 +117,31 @@ fn ceiling_and_tight_groups_beat_p95_and_the_median_and_keep_the_risk() {
                 if f.baseline != "max" {
                     assert!(f.holds(), "{name}: {f:?}");
                 } else if shape == "ceiling" {
-                    // Still short of max so far at its share, by 0.004 to
-                    // 0.041: 0.032 to 0.058 before a ceiling capped every
-                    // predictor at 1.02x the largest value, and 0.12 on
-                    // seed 1 while the model grew memory beyond a ceiling
-                    // with the input.
-                    assert!(f.ours >= f.maq - 0.045, "{name}: {f:?}");
+                    // Within 0.018 of max so far at its share (seed 2
+                    // above it): 0.004 to 0.041 short before a miss's cost
+                    // limited the risk the costliest jobs take, 0.032 to
+                    // 0.058 before a ceiling capped every predictor at
+                    // 1.02x the largest value, and 0.12 on seed 1 while the
+                    // model grew memory beyond a ceiling with the input.
+                    assert!(f.ours >= f.maq - 0.025, "{name}: {f:?}");
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn drifting_groups_come_close_to_p95_at_its_share() {
+    // Groups whose memory grows by e over the trace. p95 x 1.2 of all the
+    // history runs out on 5-6 % of jobs; ours at that share was 0.007 to
+    // 0.018 below it while the costliest jobs took the most risk as if a
+    // miss cost nothing; 0.007 to 0.012 now.
+    let dir = tempfile::tempdir().unwrap();
+    for seed in 1..=3 {
+        let recs = shaped(dir.path(), "drift", seed);
+        for f in equal_footing(&recs) {
+            let slack = if f.baseline == "p95x1.2" { 0.015 } else { 0.0 };
+            assert!(f.ours >= f.maq - slack, "drift {seed}: {f:?}");
         }
     }
 }
