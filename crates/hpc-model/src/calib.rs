@@ -453,6 +453,9 @@ pub struct Pred {
     /// The job's input is beyond every input of the group (see
     /// [`BEYOND_INPUT`]): the model alone sizes it, at the stated risk.
     pub beyond: bool,
+    /// The group sits at a ceiling (see `Group::ceiling`): `cap` is
+    /// [`CEILING_MARGIN`] x `max_seen`.
+    pub ceiling: bool,
 }
 
 impl Pred {
@@ -623,6 +626,7 @@ impl Sizer {
             0.0
         };
         let mean_log_weight = g.log_weight / g.n as f64;
+        let ceiling = g.ceiling();
         // The job's expected cost is the parametric prediction's (the
         // empirical one is centred on the group's largest value, which no
         // typical job uses).
@@ -638,7 +642,7 @@ impl Sizer {
                     floor,
                     max_seen: g.max_seen,
                     cap: g.max_seen
-                        * if g.ceiling() {
+                        * if ceiling {
                             CEILING_MARGIN
                         } else {
                             HISTORY_CAP * growth.exp()
@@ -651,6 +655,7 @@ impl Sizer {
                         centre
                     } + mean_log_weight,
                     beyond,
+                    ceiling,
                 })
                 .collect(),
         )
@@ -1419,6 +1424,7 @@ mod tests {
             over_request: false,
             log_cost: 20.0,
             beyond: false,
+            ceiling: false,
         };
         // Without a miss cost, the root of the price is the one of the
         // normal model: price(z) = t.

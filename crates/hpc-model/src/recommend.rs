@@ -14,7 +14,7 @@ use hpc_core::record::write_tagged;
 use hpc_core::slurm::{format_duration, format_mem};
 use hpc_core::{Error, Result};
 
-use crate::calib::{Calibrated, Level, Pred, Predictor, Rounding, Seen};
+use crate::calib::{Calibrated, Level, Pred, Predictor, Rounding, Seen, CEILING_MARGIN};
 use crate::fit::{Models, PEAK};
 use crate::history::{read_analysis, read_history, Past, PeakFrom};
 use crate::risk::{self, Point};
@@ -321,7 +321,7 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
         let by = match p.predictor {
             Predictor::History => ", sized from the mean of their logs".into(),
             Predictor::Recent => ", sized from their mean weighted toward the latest".into(),
-            Predictor::Empirical if value <= i.rounding.apply(p.max_seen) => format!(
+            Predictor::Empirical if p.ceiling || value <= i.rounding.apply(p.max_seen) => format!(
                 ", sized at this tool's own ceiling of {} seen in {} jobs (its own tail decided: it cost their jobs less than a log-normal bound)",
                 gib(p.max_seen),
                 p.n
@@ -336,6 +336,15 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
                 an.input_mb.unwrap_or(0.0)
             ),
         };
+        let ceiling = if p.ceiling {
+            format!(
+                "; its memory followed its input, yet larger inputs gave no more than {}: advised at most {}x it",
+                gib(p.max_seen),
+                CEILING_MARGIN
+            )
+        } else {
+            String::new()
+        };
         let per_node = per_node_note(past);
         let start = if p.n < 5 {
             "; few jobs: the spread is borrowed from the rest of the history (or a prior log-sd of 0.5 without one)"
@@ -343,7 +352,7 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
             ""
         };
         let note = format!(
-            "{} earlier {} jobs of yours peaked at most {} per node{per_node} ({} ran out of memory){by}{start}; {}",
+            "{} earlier {} jobs of yours peaked at most {} per node{per_node} ({} ran out of memory){by}{ceiling}{start}; {}",
             p.n,
             an.tool,
             gib(p.max_seen),

@@ -502,3 +502,36 @@ fn a_script_of_no_known_tool_matches_only_its_own_earlier_jobs() {
     std::fs::write(&h, same).unwrap();
     assert_eq!(run().basis["mem_mb"].tier, Tier::History);
 }
+
+#[test]
+fn a_tool_at_a_ceiling_is_told_so_and_advised_at_most_just_above_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Memory that follows input (slope 0.8) up to a 10 000 MiB buffer:
+    // inputs 100 MiB to 9.3 GiB, the largest value from a smaller input
+    // than the largest.
+    let hist: String = (0..40)
+        .map(|i| {
+            let input = 100.0 * 1.12f64.powi(i);
+            let peak =
+                (40.0 * f64::powf(input, 0.8)).min(10_000.0) * (1.0 + 0.004 * f64::from(i % 3));
+            job(
+                i as usize,
+                "COMPLETED",
+                peak,
+                65536.0,
+                1000.0,
+                1000.0,
+                input,
+            )
+        })
+        .collect();
+    let rec = recommend(dir.path(), &hist, &[]);
+    let mem = rec.mem_mb.unwrap();
+    let note = &rec.basis["mem_mb"].note;
+    assert!(mem <= (1.02f64 * 10_080.0).ceil() + 16.0, "{mem}: {note}");
+    assert!(
+        note.contains("larger inputs gave no more than 9.8G: advised at most 1.02x it")
+            && note.contains("sized at this tool's own ceiling of 9.8G seen in 40 jobs"),
+        "{note}"
+    );
+}
