@@ -68,13 +68,13 @@
 //! the job: where this z is below q(a_t), the job is sized where one more
 //! unit of risk saves that much net of the miss it risks,
 //! C (s exp(s z) / phi(z) - k) = exp(T), k = [`MISS_COST`] (once the group
-//! has [`POOL_WEIGHT`] jobs), at most at q(a_t). T is the split conformal quantile, at
-//! the adapted level a_t, of the prices at which the earlier jobs would just
-//! have fitted (P(z_i) for a job that used more than its centre, minus
-//! infinity otherwise; the latest [`SCORE_WINDOW`]). The job's z is kept
-//! between the score thresholds of the levels min(0.5, a_t x
-//! [`LEVEL_SPAN`]) and max(r / 100, a_t / [`LEVEL_SPAN`]); with too few
-//! prices for the rank, z = q(a_t).
+//! has [`POOL_WEIGHT`] jobs), at most at q(a_t). T is the split conformal
+//! quantile, at the adapted level a_t, of the prices at which the earlier
+//! jobs would just have fitted (P(z_i) for a job that used more than its
+//! centre, minus infinity otherwise; the latest [`SCORE_WINDOW`]). The
+//! job's z is kept between the score thresholds of the levels
+//! min(0.5, a_t x [`LEVEL_SPAN`]) and max(r / 100, a_t / [`LEVEL_SPAN`]);
+//! with too few prices for the rank, z = q(a_t).
 //!
 //! a_t is adapted online (adaptive conformal inference, Gibbs and Candes
 //! 2021): after each warm job, with err_t = 1 when its allocation (after
