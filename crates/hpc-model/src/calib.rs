@@ -65,14 +65,15 @@
 //! z = sqrt(s^2 + 2 (T - P(0))) - s (0 when P(0) >= T). A costly job, or one
 //! from a group whose values vary more, takes a larger share of the risk;
 //! a cheap or steady one a smaller. But a miss costs too, in proportion to
-//! the job: where this z is below q(a_t), the job is sized where one more
-//! unit of risk saves that much net of the miss it risks,
-//! C (s exp(s z) / phi(z) - k) = exp(T), k = [`MISS_COST`] (once the group
-//! has [`POOL_WEIGHT`] jobs), at most at q(a_t). T is the split conformal
-//! quantile, at the adapted level a_t, of the prices at which the earlier
-//! jobs would just have fitted (P(z_i) for a job that used more than its
-//! centre, minus infinity otherwise; the latest [`SCORE_WINDOW`]). The
-//! job's z is kept between the score thresholds of the levels
+//! the job: where this z is below q(a'), a' = min(a_t, [`EMPIRICAL_SPAN`]
+//! r), the job is sized where one more unit of risk saves that much net of
+//! the miss it risks, C (s exp(s z) / phi(z) - k) = exp(T),
+//! k = [`MISS_COST`] (once the group has [`POOL_WEIGHT`] jobs), at most at
+//! q(a'). T is the split conformal quantile, at the adapted level a_t, of
+//! the prices at which the earlier jobs would just have fitted (P(z_i) for
+//! a job that used more than its centre, minus infinity otherwise; the
+//! latest [`SCORE_WINDOW`]). The job's z is kept between the score
+//! thresholds of the levels
 //! min(0.5, a_t x [`LEVEL_SPAN`]) and max(r / 100, a_t / [`LEVEL_SPAN`]);
 //! with too few prices for the rank, z = q(a_t).
 //!
@@ -113,6 +114,9 @@ pub const PRIOR_WEIGHT: f64 = 5.0;
 /// and a miss costs a whole retry, while the adapted level rises when
 /// tight groups that cannot run out leave the misses to others. On the
 /// traces 1 to 3 do about alike; 2 keeps time calibrated at 10 % (bench).
+/// A costly job priced net of its miss's cost ([`MISS_COST`]) may be sized
+/// as safe as this factor of the stated risk, too (see
+/// [`Calibrated::sized`]).
 pub const EMPIRICAL_SPAN: f64 = 2.0;
 /// How many of a group's latest jobs decide which predictor sizes it: the
 /// cost each predictor would have had on them fades by 1 / this a job.
@@ -1038,10 +1042,11 @@ impl Calibrated {
             (l.level / LEVEL_SPAN).max(l.risk / 100.0),
         );
         let (lo, hi) = (s.quantile(most), s.quantile(least));
-        // A miss's cost limits the extra risk a costly job takes beyond the
-        // adapted level; it never sizes a job safer than that level's
-        // threshold.
-        let (gross, at) = (p.score_at_price(t, 0.0), s.quantile(l.level));
+        // A miss's cost limits the extra risk a costly job takes; it never
+        // sizes a job safer than the threshold of the adapted level, nor of
+        // EMPIRICAL_SPAN x the stated risk.
+        let at = s.quantile(l.level.min(l.risk * EMPIRICAL_SPAN));
+        let gross = p.score_at_price(t, 0.0);
         let z = if gross >= at {
             gross
         } else {

@@ -116,7 +116,14 @@ fn ceiling_and_tight_groups_beat_p95_and_the_median_and_keep_the_risk() {
             for f in equal_footing(&recs) {
                 if f.baseline != "max" {
                     assert!(f.holds(), "{name}: {f:?}");
-                } else if shape == "ceiling" {
+                } else if shape == "tight" {
+                    // Within 0.004 of max so far at its share (seeds 2 and
+                    // 3 above it); seed 1 was 0.017 to 0.023 short while a
+                    // miss's cost could not make the costliest tight group
+                    // safer than the adapted level, which the cheap groups
+                    // that never run out had raised to 4.6 % at 1 %.
+                    assert!(f.ours >= f.maq - 0.01, "{name}: {f:?}");
+                } else {
                     // Within 0.018 of max so far at its share (seed 2
                     // above it): 0.004 to 0.041 short before a miss's cost
                     // limited the risk the costliest jobs take, 0.032 to
