@@ -1112,15 +1112,15 @@ mod tests {
         }
     }
 
-    /// A sizer at `risk` whose values are not rounded.
+    /// A sizer at `risk` whose values are only rounded up to whole units.
     fn unrounded(risk: f64) -> Calibrated {
-        Calibrated::new(
-            &[risk],
-            Rounding {
-                floor: 1.0,
-                step: 1.0,
-            },
-        )
+        rounded_to(risk, 1.0, 1.0)
+    }
+
+    /// A sizer for one stated `risk` whose advice is at least `floor` and
+    /// rounded up to whole `step`s.
+    fn rounded_to(risk: f64, floor: f64, step: f64) -> Calibrated {
+        Calibrated::new(&[risk], Rounding { floor, step })
     }
 
     #[test]
@@ -1161,13 +1161,7 @@ mod tests {
 
     #[test]
     fn twelve_jobs_out_of_memory_at_16g_are_advised_well_above_16g() {
-        let mut c = Calibrated::new(
-            &[0.01],
-            Rounding {
-                floor: 128.0,
-                step: 64.0,
-            },
-        );
+        let mut c = rounded_to(0.01, 128.0, 64.0);
         // Other groups give the spread.
         for i in 0..40 {
             let v = 1000.0 + (i % 7) as f64 * 50.0;
@@ -1313,13 +1307,7 @@ mod tests {
         // means of the parametric predictors stayed near 200 MB for the
         // second large job, sized at a high level as a cheap one.
         // Other groups that never run out have raised the adapted level.
-        let mut c = Calibrated::new(
-            &[0.01],
-            Rounding {
-                floor: 16.0,
-                step: 16.0,
-            },
-        );
+        let mut c = rounded_to(0.01, 16.0, 16.0);
         for i in 0..400 {
             c.replay([used(["a", "b", "c", "d"][i % 4], 100.0 + (i % 3) as f64)]);
         }
@@ -1344,13 +1332,7 @@ mod tests {
         // Memory has followed input (0.75 MiB a MiB) over inputs of 100 to
         // 800 MiB: a job with 10x the largest input is sized by the model,
         // at the stated risk, not at the group's largest value.
-        let mut c = Calibrated::new(
-            &[0.01],
-            Rounding {
-                floor: 16.0,
-                step: 16.0,
-            },
-        );
+        let mut c = rounded_to(0.01, 16.0, 16.0);
         for i in 0..12 {
             let input = 100.0 * f64::from(1 + i % 8);
             c.replay([sized_on("g", input, 0.75 * input, 80.0)]);
@@ -1360,13 +1342,7 @@ mod tests {
         assert!(v[0] >= 6000.0, "{v:?}");
         // Inputs that hardly spread (WfCommons bwa_index: 192 and 196 MiB)
         // say nothing of how memory follows input: no extrapolation.
-        let mut c = Calibrated::new(
-            &[0.01],
-            Rounding {
-                floor: 16.0,
-                step: 16.0,
-            },
-        );
+        let mut c = rounded_to(0.01, 16.0, 16.0);
         for i in 0..10 {
             c.replay([sized_on(
                 "g",
@@ -1385,13 +1361,7 @@ mod tests {
         // then 50 GB). Inputs 100x larger than the one of the largest value
         // gave no more memory: a ceiling, so the job of 50 GB is not sized
         // by the model alone, nor grown with its input.
-        let mut c = Calibrated::new(
-            &[0.01],
-            Rounding {
-                floor: 16.0,
-                step: 16.0,
-            },
-        );
+        let mut c = rounded_to(0.01, 16.0, 16.0);
         for input in [49.4, 5034.0] {
             for _ in 0..6 {
                 c.replay([sized_on("g", input, 5.0, 1.0)]);
