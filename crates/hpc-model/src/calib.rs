@@ -378,9 +378,6 @@ struct Group {
     n: usize,
     hist: Resid,
     model: Resid,
-    /// The empirical predictor's residuals above the largest value kept
-    /// (0 for a value at or below it).
-    emp: Resid,
     /// The recent predictor: its mean and residuals.
     ewma: Option<f64>,
     ewma_resid: Resid,
@@ -562,7 +559,6 @@ pub struct Sizer {
     hist: Resid,
     model: Resid,
     recent: Resid,
-    emp: Resid,
     /// The latest scores z.
     scores: Window,
     /// The latest prices at which each job would just have fitted (see
@@ -770,11 +766,6 @@ impl Sizer {
             if let Some((c, _)) = x.and_then(|x| g.ols.predict(x)) {
                 g.model.add(y - c);
                 self.model.add(y - c);
-            }
-            if !g.recent.is_empty() {
-                let top = g.recent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                g.emp.add((y - top).max(0.0));
-                self.emp.add((y - top).max(0.0));
             }
         }
         // The plain mean of the first 1 / RECENT_WEIGHT values, then the
