@@ -14,7 +14,7 @@ use hpc_core::record::write_tagged;
 use hpc_core::slurm::{format_duration, format_mem};
 use hpc_core::{Error, Result};
 
-use crate::calib::{Calibrated, Level, Pred, Predictor, Rounding, Seen, CEILING_MARGIN};
+use crate::calib::{Calibrated, Level, Pred, Predictor, Rounding, Seen};
 use crate::fit::{Models, PEAK};
 use crate::history::{read_analysis, read_history, Past, PeakFrom};
 use crate::risk::{self, Point};
@@ -321,7 +321,7 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
         let by = match p.predictor {
             Predictor::History => ", sized from the mean of their logs".into(),
             Predictor::Recent => ", sized from their mean weighted toward the latest".into(),
-            Predictor::Empirical if p.ceiling || value <= i.rounding.apply(p.max_seen) => format!(
+            Predictor::Empirical if p.ceiling.is_some() || value <= i.rounding.apply(p.max_seen) => format!(
                 ", sized at this tool's own ceiling of {} seen in {} jobs (its own tail decided: it cost their jobs less than a log-normal bound)",
                 gib(p.max_seen),
                 p.n
@@ -336,15 +336,12 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
                 an.input_mb.unwrap_or(0.0)
             ),
         };
-        let ceiling = if p.ceiling {
+        let ceiling = p.ceiling.map_or(String::new(), |m| {
             format!(
-                "; its memory followed its input, yet larger inputs gave no more than {}: advised at most {}x it",
+                "; its memory followed its input, yet larger inputs gave no more than {}: advised at most {m:.3}x it",
                 gib(p.max_seen),
-                CEILING_MARGIN
             )
-        } else {
-            String::new()
-        };
+        });
         let per_node = per_node_note(past);
         let start = if p.n < 5 {
             "; few jobs: the spread is borrowed from the rest of the history (or a prior log-sd of 0.5 without one)"

@@ -109,7 +109,8 @@ fn shaped(dir: &Path, shape: &str, seed: u64) -> Vec<Backtest> {
 fn ceiling_and_tight_groups_beat_p95_and_the_median_and_keep_the_risk() {
     let dir = tempfile::tempdir().unwrap();
     for shape in ["ceiling", "tight"] {
-        for seed in 1..=3 {
+        // Seeds 1-3 are the ones the sizer was tuned on; 4-8 were not.
+        for seed in 1..=8 {
             let recs = shaped(dir.path(), shape, seed);
             let name = format!("{shape} {seed}");
             assert_one_percent(&name, &recs);
@@ -124,13 +125,18 @@ fn ceiling_and_tight_groups_beat_p95_and_the_median_and_keep_the_risk() {
                     // that never run out had raised to 4.6 % at 1 %.
                     assert!(f.ours >= f.maq - 0.01, "{name}: {f:?}");
                 } else {
-                    // Within 0.018 of max so far at its share (seed 2
-                    // above it): 0.004 to 0.041 short before a miss's cost
+                    // Within 0.005 of max so far at its share (seeds 2-8
+                    // above it). Before: 0.015 to 0.047 short on seeds 1,
+                    // 3, 5, 7 and 8 while a ceiling was missed whenever its
+                    // largest reading came from the largest input, the
+                    // group's own tail (the top of its latest values) read
+                    // just below the ceiling, and the ceiling's margin was
+                    // a fixed 2 %; 0.004 to 0.041 short before a miss's cost
                     // limited the risk the costliest jobs take, 0.032 to
-                    // 0.058 before a ceiling capped every predictor at
-                    // 1.02x the largest value, and 0.12 on seed 1 while the
-                    // model grew memory beyond a ceiling with the input.
-                    assert!(f.ours >= f.maq - 0.025, "{name}: {f:?}");
+                    // 0.058 before a ceiling capped every predictor, and
+                    // 0.12 on seed 1 while the model grew memory beyond a
+                    // ceiling with the input.
+                    assert!(f.ours >= f.maq - 0.01, "{name}: {f:?}");
                 }
             }
         }

@@ -508,7 +508,8 @@ fn a_tool_at_a_ceiling_is_told_so_and_advised_at_most_just_above_it() {
     let dir = tempfile::tempdir().unwrap();
     // Memory that follows input (slope 0.8) up to a 10 000 MiB buffer:
     // inputs 100 MiB to 9.3 GiB, the largest value from a smaller input
-    // than the largest.
+    // than the largest. Readings within 2 % of the largest passed it by at
+    // most 1.6 % (9840 MiB, then 10 000): the margin the note gives.
     let hist: String = (0..40)
         .map(|i| {
             let input = 100.0 * 1.12f64.powi(i);
@@ -530,7 +531,7 @@ fn a_tool_at_a_ceiling_is_told_so_and_advised_at_most_just_above_it() {
     let note = &rec.basis["mem_mb"].note;
     assert!(mem <= (1.02f64 * 10_080.0).ceil() + 16.0, "{mem}: {note}");
     assert!(
-        note.contains("larger inputs gave no more than 9.8G: advised at most 1.02x it")
+        note.contains("larger inputs gave no more than 9.8G: advised at most 1.016x it")
             && note.contains("sized at this tool's own ceiling of 9.8G seen in 40 jobs"),
         "{note}"
     );
