@@ -73,12 +73,14 @@ fn mgnify_ours_at_5_percent_wastes_less_than_p95x12() {
 /// the level's step 0.2 r (was 0.5 r), 0.412 at 0.82 %: the level climbs
 /// more slowly from the stated 1 % to the 1.6 % this trace needs, and
 /// falls less after a miss in a run of misses; over the whole curve ours
-/// is higher at every baseline's share (tests/footing.rs).
+/// is higher at every baseline's share (tests/footing.rs). With the step
+/// 0.1 on the log scale (a share of the level, not of the risk), 0.422 at
+/// 0.79 %.
 #[test]
 fn mgnify_at_1_percent_spends_the_risk_where_it_saves_most() {
     let recs = mgnify();
     let ours = find(&recs, "ours", Some(0.01));
-    assert!(ours.maq >= 0.41, "{ours:?}");
+    assert!(ours.maq >= 0.42, "{ours:?}");
     assert!(ours.warm_under_share <= 0.011, "{ours:?}");
 }
 
