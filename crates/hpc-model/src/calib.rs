@@ -404,11 +404,11 @@ struct Group {
     censored: usize,
     /// Jobs learnt since the group last stepped up (see [`STEP_UP`]).
     since_step: Option<usize>,
-    /// The least log input of the jobs that used within [`CEILING_MARGIN`]
-    /// of the largest value (when they had one), and the largest value it
-    /// was started from: a value more than [`CEILING_MARGIN`] times that one
-    /// starts it again.
+    /// The least log input of the jobs (with one) that used within
+    /// [`CEILING_MARGIN`] of the largest value, since `near_base`.
     x_near_max: Option<f64>,
+    /// The value `x_near_max` was started from: a value more than
+    /// [`CEILING_MARGIN`] times it starts it again.
     near_base: f64,
     /// The largest factor by which a value passed the group's largest
     /// earlier value while staying within [`CEILING_MARGIN`] of it (0
