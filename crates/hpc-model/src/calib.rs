@@ -153,9 +153,9 @@ pub const MODEL_REACH: f64 = 16.0;
 /// A job whose input is more than this factor above every input of its
 /// group is sized by the model alone, where it has one whose inputs spread
 /// (see `Ols::informed`): the group's values say nothing of a job so much
-/// larger. Unless larger inputs gave no more memory: the group's largest
-/// value came from an input more than this factor below its largest input
-/// (see `Group::flat`).
+/// larger. Unless larger inputs gave no more memory: a value within
+/// [`CEILING_MARGIN`] of the group's largest came from an input more than
+/// this factor below its largest input (see `Group::flat`).
 pub const BEYOND_INPUT: f64 = 1.5;
 /// A group's memory had to follow its input with at least this slope
 /// (log on log) for the largest value to be taken for a ceiling (see
@@ -436,6 +436,36 @@ impl Group {
             .then_some(self.near_step.max(1.0))
     }
 
+    /// The largest log of the group's latest `k` values.
+    fn top(&self, k: usize) -> f64 {
+        self.recent
+            .iter()
+            .rev()
+            .take(k)
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    /// Learns a completed job's value and its log input, for the ceiling:
+    /// the values near the largest, the least input that gave one, and the
+    /// steps by which they passed it (see `Group::flat` and
+    /// `Group::ceiling`).
+    fn near_max(&mut self, value: f64, x: Option<f64>) {
+        if value > CEILING_MARGIN * self.near_base {
+            self.near_base = value;
+            self.x_near_max = x;
+        } else if value * CEILING_MARGIN >= self.max_seen {
+            self.x_near_max = match (self.x_near_max, x) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        if value > self.max_seen && value <= CEILING_MARGIN * self.max_seen {
+            self.near_step = self.near_step.max(value / self.max_seen);
+        }
+        self.max_seen = self.max_seen.max(value);
+    }
+
     fn centre(&self) -> Option<f64> {
         (!self.recent.is_empty()).then(|| self.sum / self.recent.len() as f64)
     }
@@ -615,9 +645,9 @@ impl Sizer {
         let model = x
             .and_then(|x| g.ols.predict(x))
             .filter(|_| g.model.k >= MIN_SCORES as f64);
-        // Inputs more than BEYOND_INPUT times the one of the group's
-        // largest value gave no more memory, so memory is not grown beyond
-        // the inputs seen.
+        // Inputs more than BEYOND_INPUT times one that gave about the
+        // group's largest value gave no more memory, so memory is not grown
+        // beyond the inputs seen.
         let flat = g.flat();
         if let Some((c, growth)) = model {
             let growth = if flat { 0.0 } else { growth };
@@ -637,8 +667,12 @@ impl Sizer {
                 .min_by(|&a, &b| options[a].1.total_cmp(&options[b].1).then(a.cmp(&b)))
                 .unwrap_or(0);
             options.swap(0, best);
-            let top = g.recent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            options.push((top, options[0].1, Predictor::Empirical, 0.0));
+            options.push((
+                g.top(g.recent.len()),
+                options[0].1,
+                Predictor::Empirical,
+                0.0,
+            ));
         }
         let censored = g.censored;
         let floor = if censored > 0 {
@@ -695,15 +729,7 @@ impl Sizer {
         };
         let n = g.recent.len();
         let m = ((1.0 / a - 1e-9).ceil() as usize).saturating_sub(1).max(1);
-        let top = |k: usize| {
-            g.recent
-                .iter()
-                .rev()
-                .take(k)
-                .copied()
-                .fold(f64::NEG_INFINITY, f64::max)
-                .exp()
-        };
+        let top = |k: usize| g.top(k).exp();
         if n >= m {
             top(m)
         } else if g.since_step.is_some_and(|k| k <= STEP_MEMORY) {
@@ -766,19 +792,7 @@ impl Sizer {
             if g.n > 0 && value > STEP_UP * g.max_seen {
                 g.since_step = Some(0);
             }
-            if value > CEILING_MARGIN * g.near_base {
-                g.near_base = value;
-                g.x_near_max = x;
-            } else if value * CEILING_MARGIN >= g.max_seen.max(value) {
-                g.x_near_max = match (g.x_near_max, x) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-            if value > g.max_seen && value <= CEILING_MARGIN * g.max_seen {
-                g.near_step = g.near_step.max(value / g.max_seen);
-            }
-            g.max_seen = g.max_seen.max(value);
+            g.near_max(value, x);
             value.ln()
         };
         if !censored {
