@@ -10,8 +10,9 @@
 # Usage: bench/model.sh [N]   (TRACES=/path/to/traces, default tests/data/traces)
 # Also: WfCommons bwa and montage, the montage floor and step, synthetic
 # traces of one shape of group (seed 1 in full; seeds 1-8 at 3000 and 5000
-# jobs as the equal footing's three differences), and each real trace's
-# three costliest groups alone (bench/one_tool.py).
+# jobs as the equal footing's three differences and the under-share observed
+# at a stated 2, 5 and 10 %), and each real trace's three costliest groups
+# alone (bench/one_tool.py).
 set -eu
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
@@ -55,17 +56,21 @@ for shape in ceiling tight drift single; do
         --group group --order id --used used_mb --request request_mb --runtime runtime_s --input input_mb
 done
 # Seeds 1-3 are the ones the sizer was tuned on; 4-8 were not.
-echo "== synthetic shapes, seeds 1-8: ours minus each baseline's MAQ at its under-share (median p95x1.2 max)"
+echo "== synthetic shapes, seeds 1-8: ours minus each baseline's MAQ at its under-share (median p95x1.2 max),"
+echo "   then the under-share observed at a stated 2, 5 and 10 %"
 for jobs in 3000 5000; do
     for shape in ceiling tight drift single; do
-        line=
+        line='' calib=''
         for seed in 1 2 3 4 5 6 7 8; do
             "$TGT/release/examples/gen_trace" "$seed" "$jobs" "$shape" >"$TMP/seed.csv"
-            line="$line $("$BIN" backtest --risks "$CURVE" --csv "$TMP/seed.csv" --group group --order id \
-                --used used_mb --request request_mb --runtime runtime_s --input input_mb 2>&1 |
-                awk '/^equal footing/ { on = 1; next } on && NF { printf "%s%+.3f", sep, $7 - $4; sep = "/" }')"
+            "$BIN" backtest --risks "$CURVE" --csv "$TMP/seed.csv" --group group --order id \
+                --used used_mb --request request_mb --runtime runtime_s --input input_mb >"$TMP/seed.out" 2>&1
+            line="$line $(awk '/^equal footing/ { on = 1; next } on && NF { printf "%s%+.3f", sep, $7 - $4; sep = "/" }' "$TMP/seed.out")"
+            calib="$calib $(awk '/^calibration/ { on = 1; next } on && !NF { exit }
+                on && ($2 == "2.0%" || $2 == "5.0%" || $2 == "10.0%") { sub("%", "", $4); printf "%s%s", sep, $4; sep = "/" }' "$TMP/seed.out")"
         done
         printf '%-8s %5d jobs:%s\n' "$shape" "$jobs" "$line"
+        printf '%-8s %5s at 2/5/10 %%:%s\n' '' '' "$calib"
     done
 done
 echo
