@@ -31,11 +31,12 @@
 //! that has predicted the group best so far). A job's score is
 //! z = (log(used) - centre) / s.
 //!
-//! Beside it, the empirical predictor: the group's own tail (the largest of
-//! its latest values, see [`Sizer::tail`]), which suits a group whose
-//! memory sits at a ceiling or hardly varies, where a log-normal bound
-//! lands far above the values. A job's expected cost, which sets its level
-//! (below), is the parametric prediction's whichever predictor sizes it.
+//! Beside it, the empirical predictor: the group's own tail (the conformal
+//! quantile of its latest values since it last stepped up or down, see
+//! [`Sizer::tail`]), which suits a group whose memory sits at a ceiling or
+//! hardly varies, where a log-normal bound lands far above the values. A
+//! job's expected cost, which sets its level (below), is the parametric
+//! prediction's whichever predictor sizes it.
 //! For every completed job, before it is learnt, each predictor's rounded
 //! bound at each level is charged what it would have cost the job (see
 //! [`Calibrated::advise_each`]); each level then uses the empirical
@@ -132,10 +133,21 @@ pub const CHOICE_MEMORY: f64 = 100.0;
 /// A job that used more than this factor of every earlier value of its
 /// group is a step up: the group's next [`STEP_MEMORY`] jobs are advised at
 /// least the new largest value, while the means of the parametric
-/// predictors, which weigh every earlier value, catch up.
+/// predictors, which weigh every earlier value, catch up. A job that used
+/// less than every earlier value divided by it is a step down. Either
+/// starts the values the group's own tail reads again ([`OWN_WINDOW`]).
 pub const STEP_UP: f64 = 3.0;
 /// See [`STEP_UP`].
 pub const STEP_MEMORY: usize = 5;
+/// The group's own tail reads at most this many of its latest values (since
+/// its last step up or down, see [`STEP_UP`]). The more it reads, the less
+/// its bound wanders: the largest of the latest 1 / a - 1 values (the
+/// fewest the rank at level a needs, as before) left one loose group alone
+/// 0.001 to 0.016 MAQ below p95 x 1.2 at its share (`gen_trace 1-8 3000
+/// single`), 0.007 below at most with 1000. Without the restart at a step
+/// down, a group whose later runs use a tenth of the first ones (montage's
+/// mProject) is sized at the old runs' values for 1000 jobs.
+pub const OWN_WINDOW: usize = 1000;
 /// The least scale (log-sd) a predictor is given: a few per cent is the
 /// noise of any memory or time reading.
 pub const MIN_SCALE: f64 = 0.05;
@@ -195,8 +207,8 @@ pub const MISS_COST: f64 = 3.0;
 /// climbs as fast in proportion as it falls, so a smaller step still
 /// spends the risk. An additive step of 0.2 r (before) left one loose group
 /// alone up to 0.018 MAQ below p95 x 1.2 at its share (`gen_trace 7 5000
-/// single`; 0.014 now) and MGnify at 1 % at 0.416 (0.425 now); 0.05 runs
-/// SAP at 1 % out on 1.77 % of jobs (1.53 % at 0.1).
+/// single`; 0.014 with this step) and MGnify at 1 % at 0.416 (0.425); 0.05
+/// runs SAP at 1 % out on 1.77 % of jobs (1.53 % at 0.1).
 pub const GAMMA: f64 = 0.1;
 /// The threshold looks at this many latest scores: enough for the rank of
 /// the smallest level a job is sized at (1/100 of a 1 % risk), and a bound
@@ -226,9 +238,9 @@ pub enum Predictor {
     Recent,
     /// The group's regression on input size.
     Model,
-    /// The group's own values: the order statistic of its latest values at
-    /// the level, above the largest with the inflation a sample of n needs
-    /// (see [`Sizer::tail`]).
+    /// The group's own values: the conformal quantile of its latest values
+    /// at the level, above the largest with the inflation a sample of n
+    /// needs (see [`Sizer::tail`]).
     Empirical,
 }
 
@@ -386,6 +398,9 @@ impl Ols {
 #[derive(Debug, Default)]
 struct Group {
     recent: VecDeque<f64>,
+    /// The logs of the latest completed values since the group last
+    /// stepped up or down: what its own tail reads.
+    own: Window<OWN_WINDOW>,
     sum: f64,
     n: usize,
     hist: Resid,
@@ -395,6 +410,8 @@ struct Group {
     ewma_resid: Resid,
     ols: Ols,
     max_seen: f64,
+    /// The smallest completed value (0 before the first).
+    min_seen: f64,
     max_limit: f64,
     /// Sum of the logs of the jobs' weights (runtimes).
     log_weight: f64,
@@ -564,18 +581,18 @@ impl Pred {
 /// ln(sqrt(2 pi)).
 const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_8;
 
-/// The latest [`SCORE_WINDOW`] values of a score, sorted ascending, and in
-/// the order they came.
+/// The latest `CAP` values of a score (or of a group's logs), sorted
+/// ascending, and in the order they came.
 #[derive(Debug, Default)]
-struct Window {
+struct Window<const CAP: usize> {
     sorted: Vec<f64>,
     arrived: VecDeque<f64>,
 }
 
-impl Window {
-    /// Keeps `z`, dropping the oldest beyond [`SCORE_WINDOW`].
+impl<const CAP: usize> Window<CAP> {
+    /// Keeps `z`, dropping the oldest beyond `CAP`.
     fn add(&mut self, z: f64) {
-        if self.arrived.len() == SCORE_WINDOW {
+        if self.arrived.len() == CAP {
             if let Some(old) = self.arrived.pop_front() {
                 if let Ok(i) = self.sorted.binary_search_by(|s| s.total_cmp(&old)) {
                     self.sorted.remove(i);
@@ -597,6 +614,12 @@ impl Window {
             .map(|k| self.sorted[k - 1])
     }
 
+    /// Forgets every value.
+    fn clear(&mut self) {
+        self.sorted.clear();
+        self.arrived.clear();
+    }
+
     /// The share of the values above `z`, counted as the conformal level
     /// whose threshold is `z`.
     fn level_of(&self, z: f64) -> f64 {
@@ -613,10 +636,10 @@ pub struct Sizer {
     model: Resid,
     recent: Resid,
     /// The latest scores z.
-    scores: Window,
+    scores: Window<SCORE_WINDOW>,
     /// The latest prices at which each job would just have fitted (see
     /// [`Pred::price`]; minus infinity for a job at or below its centre).
-    prices: Window,
+    prices: Window<SCORE_WINDOW>,
 }
 
 impl Sizer {
@@ -714,19 +737,24 @@ impl Sizer {
     }
 
     /// The empirical bound of `group` at level `a`, for a prediction whose
-    /// scale is `scale`: the largest of the group's latest m values,
-    /// m = ceil(1 / a) - 1 (a new value exchangeable with them exceeds it
-    /// with chance 1 / (m + 1) <= a; the latest ones, so that a group that
-    /// steps up is followed after one job); when fewer than m are kept, the
-    /// largest of the n kept times exp(scale (z(1 - a) - z(n / (n + 1)))),
-    /// the inflation that takes the largest of n values to level a under a
-    /// normal model of the logs, except in the [`STEP_MEMORY`] jobs after a
-    /// step up ([`STEP_UP`]), whose spread is mostly the step itself: then
-    /// the new largest value.
+    /// scale is `scale`: the group's own split conformal bound, the k-th
+    /// smallest of the N values its own tail reads (its latest, at most
+    /// [`OWN_WINDOW`], since it last stepped up or down), k =
+    /// ceil((1 - a)(N + 1)) (a new value exchangeable with them exceeds it
+    /// with chance at most a). With too few for the rank (N < m =
+    /// ceil(1 / a) - 1): the largest of its latest m values when it has that
+    /// many (just after a step); when fewer, n, the largest of them times
+    /// exp(scale (z(1 - a) - z(n / (n + 1)))), the inflation that takes the
+    /// largest of n values to level a under a normal model of the logs,
+    /// except in the [`STEP_MEMORY`] jobs after a step up ([`STEP_UP`]),
+    /// whose spread is mostly the step itself: then the new largest value.
     pub fn tail(&self, group: &str, scale: f64, a: f64) -> f64 {
         let Some(g) = self.groups.get(group) else {
             return f64::NAN;
         };
+        if let Some(q) = g.own.quantile(a) {
+            return q.exp();
+        }
         let n = g.recent.len();
         let m = ((1.0 / a - 1e-9).ceil() as usize).saturating_sub(1).max(1);
         let top = |k: usize| g.top(k).exp();
@@ -789,9 +817,19 @@ impl Sizer {
             g.censored += 1;
             (2.0 * value).ln()
         } else {
-            if g.n > 0 && value > STEP_UP * g.max_seen {
+            let up = g.n > 0 && value > STEP_UP * g.max_seen;
+            if up {
                 g.since_step = Some(0);
             }
+            if up || value * STEP_UP < g.min_seen {
+                g.own.clear();
+            }
+            g.own.add(value.ln());
+            g.min_seen = if g.min_seen > 0.0 {
+                g.min_seen.min(value)
+            } else {
+                value
+            };
             g.near_max(value, x);
             value.ln()
         };
@@ -1200,13 +1238,60 @@ mod tests {
 
     #[test]
     fn the_scores_kept_are_the_latest_window() {
-        let mut s = Window::default();
+        let mut s = Window::<SCORE_WINDOW>::default();
         for i in 0..SCORE_WINDOW + 100 {
             s.add(i as f64);
         }
         assert_eq!(s.sorted.len(), SCORE_WINDOW);
         assert_eq!(s.sorted[0], 100.0, "the oldest 100 are gone");
         assert!(s.sorted.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn the_own_tail_is_the_conformal_quantile_of_the_latest_values() {
+        // 400 values, 100 to 499 in a scrambled order (37 and 400 are
+        // coprime), the largest of them 80 jobs back. At 5 % the rank is
+        // ceil(0.95 x 401) = 381: the value 480, read from all 400 and not
+        // from the largest of the latest 19 alone (which wanders with them).
+        let mut s = Sizer::default();
+        for i in 0..400 {
+            s.observe(used("g", 100.0 + f64::from((i * 37 + 157) % 400)));
+        }
+        let latest = s.groups["g"].top(19).exp();
+        assert!((latest - 480.0).abs() > 1.0, "{latest}");
+        assert!((s.tail("g", 0.5, 0.05) - 480.0).abs() < 1e-6);
+        // Past OWN_WINDOW values, the oldest are no longer read.
+        for _ in 0..OWN_WINDOW {
+            s.observe(used("g", 200.0));
+        }
+        assert!((s.tail("g", 0.5, 0.05) - 200.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_step_down_or_up_starts_the_own_tail_again() {
+        // Runs of a tool at 1000 MiB, then at a tenth of it (montage's
+        // mProject: 118 MiB, then 14 MiB): after 19 jobs of the new runs the
+        // own tail at 5 % reads them alone, not the old runs' values, which
+        // the window still holds.
+        let mut s = Sizer::default();
+        for i in 0..500 {
+            s.observe(used("g", 1000.0 + f64::from(i % 10)));
+        }
+        for i in 0..19 {
+            s.observe(used("g", 100.0 + f64::from(i % 5)));
+        }
+        assert!((s.tail("g", 0.1, 0.05) - 104.0).abs() < 1e-6);
+        // A step up starts it again too: 10 values of new runs at 5000 MiB
+        // after 500 at 100 are too few for the rank, and the largest of the
+        // latest 19 values is read, not the rank among all 510 (100 MiB).
+        let mut s = Sizer::default();
+        for i in 0..500 {
+            s.observe(used("g", 100.0 + f64::from(i % 10)));
+        }
+        for _ in 0..10 {
+            s.observe(used("g", 5000.0));
+        }
+        assert!((s.tail("g", 0.1, 0.05) - 5000.0).abs() < 1e-6);
     }
 
     #[test]

@@ -321,8 +321,13 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
         let by = match p.predictor {
             Predictor::History => ", sized from the mean of their logs".into(),
             Predictor::Recent => ", sized from their mean weighted toward the latest".into(),
-            Predictor::Empirical if p.ceiling.is_some() || value <= i.rounding.apply(p.max_seen) => format!(
+            Predictor::Empirical if p.ceiling.is_some() => format!(
                 ", sized at this tool's own ceiling of {} seen in {} jobs (its own tail decided: it cost their jobs less than a log-normal bound)",
+                gib(p.max_seen),
+                p.n
+            ),
+            Predictor::Empirical if value <= i.rounding.apply(p.max_seen) => format!(
+                ", sized among this tool's own latest values, the largest {} seen in {} jobs (its own tail decided: it cost their jobs less than a log-normal bound)",
                 gib(p.max_seen),
                 p.n
             ),

@@ -170,7 +170,10 @@ fn one_loose_group_alone_comes_close_to_p95_at_its_share() {
     // One tool's history, log-normal (log-sd 0.7): p95 x 1.2 of all its
     // values is about the best a rule can do. Ours was 0.031-0.035 MAQ
     // below it at its share while the level moved by 0.5 r a miss and the
-    // choice of predictor followed the latest 30 jobs; 0.003-0.011 now
-    // (seeds 4-8 of bench/model.sh: 0.001-0.016 below).
-    assert_close("single", 0.015, 0.005);
+    // choice of predictor followed the latest 30 jobs; 0.003-0.011 while
+    // the group's own tail read the largest of its latest 1 / a - 1 values
+    // alone, whose wander cost more than p95 x 1.2's steady value; 0 to
+    // 0.007 now that it reads the rank among up to 1000 (seeds 4-8 of
+    // bench/model.sh: 0.007 below to 0.003 above).
+    assert_close("single", 0.008, 0.005);
 }
