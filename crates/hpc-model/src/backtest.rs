@@ -524,6 +524,14 @@ pub fn main_with(args: BacktestArgs) -> Result<()> {
             trace.jobs.len()
         );
     }
+    if trace.jobs.is_empty() {
+        // Rejected lines first: they say why.
+        rejects.finish(trace.rows)?;
+        return Err(Error::Other(format!(
+            "no job to replay: none of the {} rows completed with a positive value",
+            trace.rows
+        )));
+    }
     let recs = replay(&trace.jobs, &opts);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if args.format == "ndjson" {

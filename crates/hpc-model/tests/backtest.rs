@@ -232,3 +232,28 @@ fn a_bad_cell_is_rejected_with_its_line_and_a_missing_column_is_a_usage_error() 
     );
     assert_eq!(code, 2);
 }
+
+#[test]
+fn a_trace_with_no_job_to_replay_is_an_error_not_an_empty_table() {
+    // A filter that matched nothing left only the header: the table of
+    // zeros and NaN it printed (exit 0) read as a result.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.csv");
+    std::fs::write(&path, "id,g,used\n").unwrap();
+    let p = path.to_str().unwrap();
+    let args = [
+        "backtest", "--csv", p, "--group", "g", "--used", "used", "--order", "id",
+    ];
+    let (code, out, err) = TOOL.cli(&args, "");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("no job to replay: none of the 0 rows"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "{out}");
+    // Rows that never completed with a value say so too.
+    std::fs::write(&path, "id,g,used\n1,a,0\n2,a,0\n").unwrap();
+    let (code, _, err) = TOOL.cli(&args, "");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("none of the 2 rows"), "{err}");
+}
