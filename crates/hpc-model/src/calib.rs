@@ -46,9 +46,8 @@
 //! times the group's largest value (for the model, grown as its slope
 //! predicts beyond the group's largest input; for a group at a ceiling,
 //! times the step by which its readings passed it, see [`CEILING_MARGIN`]
-//! and `Group::ceiling`), and for the
-//! [`STEP_MEMORY`] jobs after a step up ([`STEP_UP`]) at least the new
-//! largest value.
+//! and `Group::ceiling`), and for the [`STEP_MEMORY`] jobs after a step up
+//! ([`STEP_UP`]) at least the new largest value.
 //! The score threshold of level a, q(a), is the split conformal quantile of
 //! the earlier scores (the latest [`SCORE_WINDOW`]): the k-th smallest of m,
 //! k = ceil((1 - a)(m + 1)); with fewer than [`MIN_SCORES`] scores or too
@@ -70,13 +69,13 @@
 //! the job: where this z is below q(a'), a' = min(a_t, [`EMPIRICAL_SPAN`]
 //! r), the job is sized where one more unit of risk saves that much net of
 //! the miss it risks, C (s exp(s z) / phi(z) - k) = exp(T),
-//! k = [`MISS_COST`], at most at q(a'). T is the split conformal quantile, at the adapted level a_t, of
-//! the prices at which the earlier jobs would just have fitted (P(z_i) for
-//! a job that used more than its centre, minus infinity otherwise; the
-//! latest [`SCORE_WINDOW`]). The job's z is kept between the score
-//! thresholds of the levels
-//! min(0.5, a_t x [`LEVEL_SPAN`]) and max(r / 100, a_t / [`LEVEL_SPAN`]);
-//! with too few prices for the rank, z = q(a_t).
+//! k = [`MISS_COST`], at most at q(a'). T is the split conformal quantile,
+//! at the adapted level a_t, of the prices at which the earlier jobs would
+//! just have fitted (P(z_i) for a job that used more than its centre, minus
+//! infinity otherwise; the latest [`SCORE_WINDOW`]). The job's z is kept
+//! between the score thresholds of the levels min(0.5, a_t x
+//! [`LEVEL_SPAN`]) and max(r / 100, a_t / [`LEVEL_SPAN`]); with too few
+//! prices for the rank, z = q(a_t).
 //!
 //! a_t is adapted online (adaptive conformal inference, Gibbs and Candes
 //! 2021), on the log scale: after each warm job, with err_t = 1 when its

@@ -318,23 +318,19 @@ fn per_node_note(past: &[&Past]) -> String {
 fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
     let an = i.analysis;
     if let Some((p, value, at, said)) = calibrated(i, Resource::Mem) {
+        let (max, n) = (gib(p.max_seen), p.n);
+        let own = "(its own tail decided: it cost their jobs less than a log-normal bound)";
         let by = match p.predictor {
             Predictor::History => ", sized from the mean of their logs".into(),
             Predictor::Recent => ", sized from their mean weighted toward the latest".into(),
-            Predictor::Empirical if p.ceiling.is_some() => format!(
-                ", sized at this tool's own ceiling of {} seen in {} jobs (its own tail decided: it cost their jobs less than a log-normal bound)",
-                gib(p.max_seen),
-                p.n
-            ),
+            Predictor::Empirical if p.ceiling.is_some() => {
+                format!(", sized at this tool's own ceiling of {max} seen in {n} jobs {own}")
+            }
             Predictor::Empirical if value <= i.rounding.apply(p.max_seen) => format!(
-                ", sized among this tool's own latest values, the largest {} seen in {} jobs (its own tail decided: it cost their jobs less than a log-normal bound)",
-                gib(p.max_seen),
-                p.n
+                ", sized among this tool's own latest values, the largest {max} seen in {n} jobs {own}"
             ),
             Predictor::Empirical => format!(
-                ", sized from this tool's own largest values: {} seen in {} jobs, raised for a sample this small (its own tail decided: it cost their jobs less than a log-normal bound)",
-                gib(p.max_seen),
-                p.n
+                ", sized from this tool's own largest values: {max} seen in {n} jobs, raised for a sample this small {own}"
             ),
             Predictor::Model => format!(
                 ", sized by their input size ({:.0} MiB here)",
@@ -343,23 +339,19 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
         };
         let ceiling = p.ceiling.map_or(String::new(), |m| {
             format!(
-                "; its memory followed its input, yet larger inputs gave no more than {}: advised at most {m:.3}x it",
-                gib(p.max_seen),
+                "; its memory followed its input, yet larger inputs gave no more than {max}: advised at most {m:.3}x it"
             )
         });
         let per_node = per_node_note(past);
-        let start = if p.n < 5 {
+        let start = if n < 5 {
             "; few jobs: the spread is borrowed from the rest of the history (or a prior log-sd of 0.5 without one)"
         } else {
             ""
         };
         let note = format!(
-            "{} earlier {} jobs of yours peaked at most {} per node{per_node} ({} ran out of memory){by}{ceiling}{start}; {}",
-            p.n,
+            "{n} earlier {} jobs of yours peaked at most {max} per node{per_node} ({} ran out of memory){by}{ceiling}{start}; {said}",
             an.tool,
-            gib(p.max_seen),
             p.censored,
-            said
         );
         let tier = match p.predictor {
             Predictor::History | Predictor::Recent | Predictor::Empirical => Tier::History,
