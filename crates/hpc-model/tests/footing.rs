@@ -179,3 +179,99 @@ fn one_loose_group_alone_comes_close_to_p95_at_its_share() {
     // bench/model.sh: 0.007 below to 0.003 above).
     assert_close("single", 0.008, 0.005);
 }
+
+/// Each real trace's three costliest groups (memory x runtime summed;
+/// SAP's builds weigh 1), each written alone to `dir`, with the arguments
+/// that replay it (as `bench/one_tool.py` replays them).
+fn costliest_alone(dir: &Path) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for (name, group, used, runtime) in [
+        (
+            "mgnify",
+            "lineage",
+            "peak_mem_in_gbs",
+            Some("wall_clock_seconds"),
+        ),
+        ("sap", "group", "peak_mb", None),
+        ("bwa", "process", "used_mb", Some("runtime_s")),
+        ("montage", "process", "used_mb", Some("runtime_s")),
+    ] {
+        let mut args = real_trace_args(name);
+        let mut rd = csv::Reader::from_path(&args[1]).unwrap();
+        let head = rd.headers().unwrap().clone();
+        let col = |c: &str| head.iter().position(|h| h == c).unwrap();
+        let (g, u, t) = (col(group), col(used), runtime.map(col));
+        let rows: Vec<csv::StringRecord> = rd.records().map(Result::unwrap).collect();
+        let num = |r: &csv::StringRecord, i: usize| r[i].parse::<f64>().unwrap_or(0.0);
+        let mut cost: Vec<(String, f64)> = Vec::new();
+        for r in &rows {
+            let c = num(r, u) * t.map_or(1.0, |t| num(r, t));
+            match cost.iter_mut().find(|(k, _)| k == &r[g]) {
+                Some((_, sum)) => *sum += c,
+                None => cost.push((r[g].to_string(), c)),
+            }
+        }
+        cost.sort_by(|a, b| b.1.total_cmp(&a.1));
+        if runtime.is_some() && name != "mgnify" {
+            args.extend(["--input".to_string(), "input_mb".to_string()]);
+        }
+        for (key, _) in cost.into_iter().take(3) {
+            let path = dir.join(format!("{name}-{}.csv", out.len()));
+            let mut w = csv::Writer::from_path(&path).unwrap();
+            w.write_record(&head).unwrap();
+            for r in rows.iter().filter(|r| r[g] == key) {
+                w.write_record(r).unwrap();
+            }
+            w.flush().unwrap();
+            let mut alone = args.clone();
+            alone[1] = path.to_string_lossy().into_owned();
+            out.push((format!("{name} {key}"), alone));
+        }
+    }
+    out
+}
+
+#[test]
+fn one_tools_history_each_real_traces_costliest_groups_alone() {
+    // Issue 28's "one tool's history", counted as bench/one_tool.py counts
+    // it. Not all of it holds yet. The 1 % rule fails on MGnify's Marine
+    // lineage (ours 0.456 at 0.94 % out, p95 x 1.2 0.487 at 1.74 %; ours at
+    // 2 %: 0.504 at 1.60 %) and its Oceanic lineage (3 of 129 jobs out; p95
+    // x 1.2 5), on SAP's largest j500 build (its first hundred of 153 builds
+    // sized 1.1-1.3x their largest value: the log-normal inflation of a short
+    // history, where the values have a light upper tail), and on bwa_index
+    // and montage's mViewer (1 of 14 and of 31 out, as max so far: bwa_index's
+    // 11th job has a 10x larger input and uses 10x the memory). The equal
+    // footing fails on 5 of 36, by 0.002 to 0.047: those SAP builds, mViewer,
+    // and MGnify's Fecal lineage, whose curve is uneven as a few of its
+    // largest jobs run out or not.
+    let dir = tempfile::tempdir().unwrap();
+    let (mut rule, mut even, mut evens) = (0, 0, 0);
+    let groups = costliest_alone(dir.path());
+    assert_eq!(groups.len(), 12);
+    for (name, args) in &groups {
+        let recs = replay(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let (ours, p95, max) = (
+            find(&recs, "ours", Some(0.01)),
+            find(&recs, "p95x1.2", None),
+            find(&recs, "max", None),
+        );
+        // Never more often out of memory than 2 %, or than max so far
+        // where a history is too short for one miss to be 2 %.
+        assert!(
+            ours.warm_under_share <= 0.02f64.max(max.warm_under_share),
+            "{name}: {ours:?} vs {max:?}"
+        );
+        rule += usize::from(
+            ours.warm_under_share <= 0.02 && (p95.warm_under_share > 0.02 || ours.maq >= p95.maq),
+        );
+        for f in equal_footing(&recs) {
+            evens += 1;
+            even += usize::from(f.holds());
+            assert!(f.ours >= f.maq - 0.05, "{name}: {f:?}");
+        }
+    }
+    // As bench/one_tool.py counts them: 7 of 12 and 31 of 36 now.
+    assert!(rule >= 7, "the 1 % rule holds on {rule} of 12");
+    assert!(even >= 31, "equal footing holds on {even} of {evens}");
+}
