@@ -12,7 +12,8 @@
 # traces of one shape of group (seed 1 in full; seeds 1-8 at 3000 and 5000
 # jobs as the equal footing's three differences and the under-share observed
 # at a stated 2, 5 and 10 %), and each real trace's three costliest groups
-# alone (bench/one_tool.py).
+# alone (bench/one_tool.py); with SIZEY_DATA set, the Sizey paper's nf-core
+# traces.
 set -eu
 cd "$(dirname "$0")/.."
 N=${1:-1000000}
@@ -77,6 +78,14 @@ echo
 echo "== one tool's history: each real trace's three costliest groups replayed alone"
 python3 bench/one_tool.py "$BIN" "$TRACES"
 echo
+# The Sizey paper's six nf-core workflow traces (github.com/dos-group/sizey,
+# data/trace_*.csv), when SIZEY_DATA names that folder: not bundled, as that
+# repository gives no licence. Failed tasks ('-' peaks) are refused by line.
+for f in ${SIZEY_DATA:+"$SIZEY_DATA"/trace_*.csv}; do
+    table "nf-core $(basename "$f" .csv) (memory, groups: process)" --csv "$f" \
+        --group process --used peak_rss --request memory --mem-unit b --runtime realtime \
+        --runtime-unit ms --order submit --input rchar
+done
 "$TGT/release/examples/gen_trace" 7 10000 >"$TMP/synth.csv"
 syn="--csv $TMP/synth.csv --group group --order id"
 # shellcheck disable=SC2086
