@@ -131,12 +131,19 @@ pub const CHOICE_MEMORY: f64 = 100.0;
 /// A job that used more than this factor of every earlier value of its
 /// group is a step up: the group's next [`STEP_MEMORY`] jobs are advised at
 /// least the new largest value, while the means of the parametric
-/// predictors, which weigh every earlier value, catch up. A job that used
-/// less than every earlier value divided by it is a step down. Either
-/// starts the values the group's own tail reads again ([`OWN_WINDOW`]).
+/// predictors, which weigh every earlier value, catch up. Jobs in a row
+/// that used less than every value before them divided by it are a step
+/// down (see [`STEP_DOWN_RUN`]). Either starts the values the group's own
+/// tail reads again ([`OWN_WINDOW`]), a step down from its low jobs.
 pub const STEP_UP: f64 = 3.0;
 /// See [`STEP_UP`].
 pub const STEP_MEMORY: usize = 5;
+/// A step down is taken once this many jobs in a row used less than every
+/// value before them divided by [`STEP_UP`]: one small job (a run that
+/// stopped early, a tiny input) is not a new regime. iwd's transectAnalysis
+/// (the Sizey paper's nf-core traces), 1.7 GB a task, had a 96 MB task, and
+/// the restart it caused threw away the 28 values its own tail read.
+pub const STEP_DOWN_RUN: usize = 3;
 /// The group's own tail reads at most this many of its latest values (since
 /// its last step up or down, see [`STEP_UP`]). The more it reads, the less
 /// its bound wanders: the largest of the latest 1 / a - 1 values (the
@@ -149,7 +156,8 @@ pub const OWN_WINDOW: usize = 1000;
 /// A group's own values set the spread of its short history's inflation
 /// (see [`Sizer::tail`]) where they show a smaller one than the parametric
 /// scale with this confidence: the upper confidence bound of their log-sd,
-/// sd sqrt(k / chi2(k, 1 - this)), k = N - 1 degrees of freedom. The
+/// sd sqrt(k / chi2(k, 1 - this)), k = N - 1 degrees of freedom, leaving
+/// out values below their median divided by [`STEP_UP`]. The
 /// parametric scale borrows every group's spread (20 residuals' weight), and
 /// a group whose values hardly vary, beside loose ones, was inflated by the
 /// loose ones' spread for its first hundred jobs. In nf-core methylseq's
@@ -427,6 +435,14 @@ struct Group {
     max_seen: f64,
     /// The smallest completed value (0 before the first).
     min_seen: f64,
+    /// The logs of the latest values in a row that used less than
+    /// `low_from` (the smallest value before them) divided by [`STEP_UP`]:
+    /// a step down once there are [`STEP_DOWN_RUN`].
+    low_run: Vec<f64>,
+    low_from: f64,
+    /// `own`'s spread bound (see `Window::spread_bound`), kept as it
+    /// changes.
+    own_spread: Option<f64>,
     max_limit: f64,
     /// Sum of the logs of the jobs' weights (runtimes).
     log_weight: f64,
@@ -591,12 +607,6 @@ const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_8;
 struct Window<const CAP: usize> {
     sorted: Vec<f64>,
     arrived: VecDeque<f64>,
-    /// The sum and the sum of squares of the values less `shift`, the
-    /// first value added since the window was empty (so that the spread
-    /// is taken without cancellation).
-    sum: f64,
-    squares: f64,
-    shift: f64,
 }
 
 impl<const CAP: usize> Window<CAP> {
@@ -607,17 +617,8 @@ impl<const CAP: usize> Window<CAP> {
                 if let Ok(i) = self.sorted.binary_search_by(|s| s.total_cmp(&old)) {
                     self.sorted.remove(i);
                 }
-                let d = old - self.shift;
-                self.sum -= d;
-                self.squares -= d * d;
             }
         }
-        if self.arrived.is_empty() {
-            self.shift = z;
-        }
-        let d = z - self.shift;
-        self.sum += d;
-        self.squares += d * d;
         self.arrived.push_back(z);
         let at = self.sorted.partition_point(|s| s.total_cmp(&z).is_lt());
         self.sorted.insert(at, z);
@@ -633,24 +634,29 @@ impl<const CAP: usize> Window<CAP> {
             .map(|k| self.sorted[k - 1])
     }
 
-    /// The upper `conf` confidence bound of the values' standard
-    /// deviation (see [`OWN_SPREAD_CONFIDENCE`]); `None` with fewer than 2.
-    fn spread_bound(&self, conf: f64) -> Option<f64> {
-        let n = self.arrived.len() as f64;
-        if n < 2.0 {
+    /// The upper [`OWN_SPREAD_CONFIDENCE`] bound of the standard deviation
+    /// of the values (logs) under a normal model, sd sqrt(k / chi2(k, 1 -
+    /// c)) with k = N - 1, leaving out those below their median less
+    /// ln [`STEP_UP`]: a job that small (a run that stopped early) says
+    /// nothing of the top. `None` with fewer than 2 values left.
+    fn spread_bound(&self) -> Option<f64> {
+        let v = &self.sorted;
+        let median = *v.get(v.len() / 2)?;
+        let kept = &v[v.partition_point(|x| *x < median - STEP_UP.ln())..];
+        let n = kept.len();
+        if n < 2 {
             return None;
         }
-        let k = n - 1.0;
-        let var = ((self.squares - self.sum * self.sum / n) / k).max(0.0);
-        Some((var * k / risk::chi2_quantile(k, 1.0 - conf)).sqrt())
+        let mean = kept.iter().sum::<f64>() / n as f64;
+        let ss: f64 = kept.iter().map(|x| (x - mean).powi(2)).sum();
+        let k = (n - 1) as f64;
+        Some((ss / risk::chi2_quantile(k, 1.0 - OWN_SPREAD_CONFIDENCE)).sqrt())
     }
 
     /// Forgets every value.
     fn clear(&mut self) {
         self.sorted.clear();
         self.arrived.clear();
-        self.sum = 0.0;
-        self.squares = 0.0;
     }
 
     /// The share of the values above `z`, counted as the conformal level
@@ -783,7 +789,7 @@ impl Sizer {
     /// whose spread is mostly the step itself: then the new largest value.
     /// s is `scale`, or the upper confidence bound of the spread of the
     /// values the own tail reads where that is smaller (at least
-    /// [`OWN_SPREAD_FLOOR`], see [`OWN_SPREAD_CONFIDENCE`]).
+    /// [`OWN_SPREAD_FLOOR`], see `Window::spread_bound`).
     pub fn tail(&self, group: &str, scale: f64, a: f64) -> f64 {
         let Some(g) = self.groups.get(group) else {
             return f64::NAN;
@@ -803,8 +809,7 @@ impl Sizer {
             let gap =
                 risk::normal_quantile(1.0 - a) - risk::normal_quantile(n as f64 / (n as f64 + 1.0));
             let scale = g
-                .own
-                .spread_bound(OWN_SPREAD_CONFIDENCE)
+                .own_spread
                 .map_or(scale, |own| scale.min(own.max(OWN_SPREAD_FLOOR)));
             top(n) * (scale * gap.max(0.0)).exp()
         }
@@ -861,10 +866,30 @@ impl Sizer {
             if up {
                 g.since_step = Some(0);
             }
-            if up || value * STEP_UP < g.min_seen {
+            if g.low_run.is_empty() {
+                g.low_from = g.min_seen;
+            }
+            if !up && value * STEP_UP < g.low_from {
+                g.low_run.push(value.ln());
+            } else if !g.low_run.is_empty() {
+                // Not a step down: the small jobs do not lower the bar the
+                // next step down is measured from.
+                g.low_run.clear();
+                g.min_seen = g.low_from;
+            }
+            if up {
                 g.own.clear();
             }
             g.own.add(value.ln());
+            if g.low_run.len() == STEP_DOWN_RUN {
+                // The step down: the own tail reads the low run alone.
+                g.own.clear();
+                for &v in &g.low_run {
+                    g.own.add(v);
+                }
+                g.low_run.clear();
+            }
+            g.own_spread = g.own.spread_bound();
             g.min_seen = if g.min_seen > 0.0 {
                 g.min_seen.min(value)
             } else {
@@ -1327,6 +1352,12 @@ mod tests {
         let top = 39_400.0 + 19.0 * 4.0;
         let v = s.tail("tight", 0.5, 0.01);
         assert!(v >= top && v <= 1.01 * top, "{v}");
+        // One small job (a run that stopped early) does not count in the
+        // spread: it says nothing of the top.
+        s.observe(used("tight", 96.0));
+        s.observe(used("tight", 39_410.0));
+        let v = s.tail("tight", 0.5, 0.01);
+        assert!(v >= top && v <= 1.01 * top, "{v}");
         // The loose group's own spread is larger: its pooled scale stays.
         let mut l = Sizer::default();
         for i in 0..20 {
@@ -1335,6 +1366,29 @@ mod tests {
         let top = 100.0 * (19.0f64 / 5.0).exp();
         let gap = risk::normal_quantile(0.99) - risk::normal_quantile(20.0 / 21.0);
         assert!((l.tail("loose", 0.5, 0.01) / top - (0.5 * gap).exp()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn one_small_job_is_not_a_step_down_and_three_in_a_row_are() {
+        // 500 jobs at 1000-1009 MiB, then one at 100 (a run that stopped
+        // early), then ten at 1000: the own tail at 50 % still reads all 511
+        // values (1004). The restart the small job made before read it and
+        // the ten alone (1000).
+        let mut s = Sizer::default();
+        for i in 0..500 {
+            s.observe(used("g", 1000.0 + f64::from(i % 10)));
+        }
+        s.observe(used("g", 100.0));
+        for _ in 0..10 {
+            s.observe(used("g", 1000.0));
+        }
+        assert!((s.tail("g", 0.1, 0.5) - 1004.0).abs() < 1e-6);
+        // Nor does it lower the bar of the next step down: three in a row
+        // below 1000 / 3 are one, and the tail reads them alone.
+        for v in [100.0, 102.0, 101.0] {
+            s.observe(used("g", v));
+        }
+        assert!((s.tail("g", 0.1, 0.5) - 101.0).abs() < 1e-6);
     }
 
     #[test]
