@@ -157,10 +157,10 @@ pub const OWN_WINDOW: usize = 1000;
 /// (see [`Sizer::tail`]) where they show a smaller one than the parametric
 /// scale with this confidence: the upper confidence bound of their log-sd,
 /// sd sqrt(k / chi2(k, 1 - this)), k = N - 1 degrees of freedom, leaving
-/// out values below their median divided by [`STEP_UP`]. The
-/// parametric scale borrows every group's spread (20 residuals' weight), and
-/// a group whose values hardly vary, beside loose ones, was inflated by the
-/// loose ones' spread for its first hundred jobs. In nf-core methylseq's
+/// out values below their median divided by [`STEP_UP`]. The parametric
+/// scale borrows every group's spread (20 residuals' weight), and a group
+/// whose values hardly vary, beside loose ones, was inflated by the loose
+/// ones' spread for its first hundred jobs. In nf-core methylseq's
 /// trace (the Sizey paper's, dos-group/sizey), whose costliest process,
 /// bismark_align, used 39.4 GB within 0.2 % in each of 108 tasks, ours at
 /// 1 % over-allocated it 1,174 GB-h against max so far's 4 (MAQ 0.892 on
