@@ -174,20 +174,8 @@ pub fn t_cdf(t: f64, df: f64) -> f64 {
 /// p = 0.01: 0.075 for 0.115), which only widens a bound divided by it. At
 /// least 1e-9 k.
 pub fn chi2_quantile(k: f64, p: f64) -> f64 {
-    thread_local! {
-        static Z: std::cell::Cell<(f64, f64)> = const { std::cell::Cell::new((f64::NAN, 0.0)) };
-    }
-    // The same p on every call from the sizer: its normal quantile is kept.
-    let z = Z.with(|m| match m.get() {
-        (q, z) if q == p => z,
-        _ => {
-            let z = normal_quantile(p);
-            m.set((p, z));
-            z
-        }
-    });
     let c = 2.0 / (9.0 * k);
-    let root = 1.0 - c + z * c.sqrt();
+    let root = 1.0 - c + normal_quantile(p) * c.sqrt();
     k * root.max(1e-3).powi(3)
 }
 
