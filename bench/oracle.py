@@ -12,7 +12,15 @@ the last rows are: each job's centre from its group's earlier jobs only
 (out of sample), with only the one price chosen in hindsight, beside
 p95 x 1.2 on the same warm jobs.
 
+With --alone CSV K (a trace of one group as gen_trace writes it): the best
+one value for all of its warm jobs (every job but the first, which runs at
+its request as in the backtest) that runs out on at most K of them, rounded
+up to the backtest's 16 MiB step, and its MAQ: in hindsight, what any sizing
+that gives every job the same value could reach at K misses. bench/model.sh
+sets K to p95 x 1.2's misses on one loose group alone.
+
 Usage: python3 bench/oracle.py [TRACES]  (default tests/data/traces of this clone)
+       python3 bench/oracle.py --alone CSV K
 """
 import collections
 import csv
@@ -22,7 +30,8 @@ import statistics as st
 import sys
 from statistics import NormalDist
 
-TRACES = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+ALONE = sys.argv[1:2] == ["--alone"]
+TRACES = sys.argv[1] if len(sys.argv) > 1 and not ALONE else os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "traces")
 NORMAL = NormalDist()
 
@@ -121,6 +130,26 @@ def report(name, jobs, risk):
           f"   shared by cost: under {shared[0] * 100:5.2f} % maq {shared[1]:.3f}"
           f"   priced: under {price[0] * 100:5.2f} % maq {price[1]:.3f}")
 
+
+def alone(path, misses, step=16.0):
+    """The MAQ of the least value, a whole `step`, that runs out on at most
+    `misses` of the trace's warm jobs (all but the first), the first job at
+    its request."""
+    rows = list(csv.DictReader(open(path)))
+    jobs = [(None, float(r["used_mb"]), float(r["runtime_s"])) for r in rows]
+    first = float(rows[0]["request_mb"])
+    warm = sorted((u for _, u, _ in jobs[1:]), reverse=True)
+    need = warm[misses] if misses < len(warm) else 0.0
+    value = math.ceil(need / step - 1e-9) * step
+    # A value at a whole step may also cover some of the `misses` largest.
+    ran_out = sum(u > value for u in warm)
+    return ran_out, maq(jobs, [first] + [value] * (len(jobs) - 1))
+
+
+if ALONE:
+    ran_out, best = alone(sys.argv[2], int(sys.argv[3]))
+    print(f"{ran_out} {best:.3f}")
+    sys.exit(0)
 
 for name, jobs in (("mgnify", mgnify()), ("sap", sap())):
     for r in (0.01, 0.02, 0.05):
