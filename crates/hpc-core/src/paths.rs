@@ -118,6 +118,23 @@ pub fn create_private_file(path: &Path) -> Result<fs::File> {
     Ok(f)
 }
 
+/// Creates `path` empty with mode 0600 where nothing is there (following a
+/// symlink to a missing file, as open(2) does). A file already there, or
+/// one another process creates at the same moment, is left as it is:
+/// never truncated, never re-moded. (A look for the file followed by a
+/// truncating create let a second writer of a new database empty the pages
+/// the first had begun.)
+pub fn create_private_if_missing(path: &Path) -> Result<()> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .ctx(|| format!("cannot create {}", path.display()))?;
+    Ok(())
+}
+
 /// Writes a file atomically: the bytes go to a private temporary file beside
 /// `path`, which is synced and renamed over it. A reader sees the old file or
 /// the new one, never half of it.
@@ -152,6 +169,25 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_private_file_made_if_missing_never_truncates_one_already_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("h.db");
+        create_private_if_missing(&p).unwrap();
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        // Another writer's file, begun between our look and our create.
+        fs::write(&p, b"SQLite format 3\0 and its pages").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
+        create_private_if_missing(&p).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"SQLite format 3\0 and its pages");
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        let missing = dir.path().join("no/such/dir/h.db");
+        let err = create_private_if_missing(&missing).unwrap_err().to_string();
+        assert!(err.contains("cannot create"), "{err}");
+    }
 
     #[test]
     fn atomic_write_is_private_and_complete() {
