@@ -207,6 +207,10 @@ struct InputState {
     /// The job part of a rejected job line, so its steps are not reported
     /// twice.
     rejected_key: Option<String>,
+    /// The header line taken, and whether a data line has come since the
+    /// input began: a header is taken only before the first data line.
+    header: Option<String>,
+    data_seen: bool,
 }
 
 impl InputState {
@@ -222,6 +226,8 @@ impl InputState {
             cols,
             current: None,
             rejected_key: None,
+            header: None,
+            data_seen: false,
         })
     }
 }
@@ -274,15 +280,35 @@ impl Parser<'_, '_> {
     ) -> Result<()> {
         let delimiter = &self.opts.delimiter;
         if Columns::is_header(st.cols.as_ref(), fields) {
+            if st.data_seen {
+                // sacct -P does not escape the delimiter in a value: a job
+                // name holding '|JobID|...' would otherwise become the
+                // column map of the lines after it, and its next job's
+                // name another user's record. The same header again
+                // (inputs joined with cat) is passed over.
+                if st.header.as_deref() != Some(line.text) {
+                    line.reject(
+                        rejects,
+                        &format!(
+                            "a header after data lines (a '{delimiter}' inside a value?): not taken"
+                        ),
+                    )?;
+                }
+                return Ok(());
+            }
             if fields.len() > 1 && fields.last() == Some(&"") {
                 fields.pop();
             }
             match Columns::from_names(fields.iter().copied()) {
-                Ok(c) => st.cols = Some(c),
+                Ok(c) => {
+                    st.cols = Some(c);
+                    st.header = Some(line.text.to_owned());
+                }
                 Err(e) => line.reject(rejects, &format!("header: {e}"))?,
             }
             return Ok(());
         }
+        st.data_seen = true;
         let cols = st
             .cols
             .get_or_insert_with(|| Columns::builtin(fields.len()));

@@ -363,6 +363,60 @@ fn bad_lines_are_reported_and_good_lines_kept() {
     assert_eq!(ids, vec!["1", "4"]);
 }
 
+/// sacct -P does not escape '|' in a value, so a job name can look like a
+/// header line. It is not taken once data lines have come: before, a name
+/// holding '|JobID|User|...' became the column map of the lines after it,
+/// the next job's name (same width) was read as another user's record and
+/// overwrote it, and every later line was rejected.
+#[test]
+fn a_header_inside_a_job_name_is_not_taken_after_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let text = "JobID|JobName|User|State|Cluster|Start|MaxRSS|ReqMem\n\
+                777|real|bob|COMPLETED|mycl|1700000000|1G|2G\n\
+                900|a|JobID|User|State|Cluster|Start|MaxRSS|ReqMem|mallory|COMPLETED|mycl|1700000050|1M|1G\n\
+                901|b|777|bob|COMPLETED|mycl|1700000100|999G|1G|mallory|COMPLETED|mycl|1700000060|1M|1G\n\
+                902|fine|carol|COMPLETED|mycl|1700000200|1G|2G\n\
+                JobID|JobName|User|State|Cluster|Start|MaxRSS|ReqMem\n\
+                903|after|dave|COMPLETED|mycl|1700000300|1G|2G\n";
+    let out = ingest(&["--utc", "--db", db.to_str().unwrap()], text.as_bytes());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("line 3: a header after data lines"), "{err}");
+    assert!(err.contains("line 4: 15 fields, expected 8"), "{err}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let rows: Vec<(String, String, f64)> = conn
+        .prepare("SELECT job_id, user, max_rss_mb FROM jobs ORDER BY job_id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let want = [("777", "bob"), ("902", "carol"), ("903", "dave")];
+    assert_eq!(rows.len(), want.len(), "{rows:?}");
+    for ((id, user, rss), (wid, wuser)) in rows.iter().zip(want) {
+        assert_eq!((id.as_str(), user.as_str()), (wid, wuser), "{rows:?}");
+        assert_eq!(*rss, 1024.0, "{rows:?}");
+    }
+    // A different header after data is refused, and said so; the lines
+    // after it are read by the first header, so these fail as bad values.
+    let text = "JobID|User|State\n1|bob|COMPLETED\nJobID|State|User\n2|COMPLETED|ann\n";
+    let out = ingest(&["--ndjson"], text.as_bytes());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("line 3: a header after data lines"), "{err}");
+    assert!(
+        err.contains("line 4: State 'ann': not a job state"),
+        "{err}"
+    );
+    let users: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["user"].clone())
+        .collect();
+    assert_eq!(users, ["bob"]);
+}
+
 #[test]
 fn an_unterminated_last_line_is_read_like_any_other() {
     // Good without its newline: kept.
