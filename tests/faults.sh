@@ -46,12 +46,31 @@ job_count() { hpc-store --db "$1" dump --kind job | wc -l; }
 integrity() { python3 -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("pragma integrity_check").fetchone()[0])' "$1"; }
 
 # ------------------------------------------------------------ hpc-harvest
+# A fake sacct at $1 that runs the shell text $2 and, as sacct does, writes
+# its '|' as the --delimiter given (and <PIPE> as a '|' inside a value,
+# which sacct does not escape); it exits as $2 does.
+fake_sacct() {
+    {
+        echo '#!/bin/sh'
+        cat <<'EOF'
+d="|"; for a; do case "$a" in --delimiter=*) d=${a#--delimiter=} ;; esac; done
+body() {
+EOF
+        printf '%s\n' "$2"
+        cat <<'EOF'
+}
+out=$(body "$@"); rc=$?
+[ -z "$out" ] || printf '%s\n' "$out" | tr '|' "$d" | sed 's/<PIPE>/|/g'
+exit $rc
+EOF
+    } >"$1"
+    chmod +x "$1"
+}
 harvest_case() {
     local name=$1 script=$2
     local h=$work/harvest-$name
     mkdir -p "$h/bin" "$h/data/hpc-sizer"
-    printf '#!/bin/sh\n%s\n' "$script" >"$h/bin/sacct"
-    chmod +x "$h/bin/sacct"
+    fake_sacct "$h/bin/sacct" "$script"
     echo 1700000000 >"$h/data/hpc-sizer/harvest.watermark"
     XDG_DATA_HOME=$h/data PATH="$h/bin:$PATH" HPC_SIZER_SPOOL=$h/spool \
         hpc-harvest --db "$h/h.db" >"$h/out" 2>&1
@@ -85,13 +104,22 @@ check "harvest: good sacct -> watermark moved" \
 check "harvest: the job is stored with its UTC times" \
     grep -q '"start":"2026-01-01T10:01:00Z"' <(hpc-store --db "$work/harvest-good/h.db" dump)
 
+# A '|' in a job name: sacct -P does not escape it, so with '|' as the
+# delimiter the line was rejected on every run and the watermark never moved.
+harvest_case pipe-name 'echo "JobID|JobIDRaw|JobName|State|Submit|Start|End|Elapsed|AllocCPUS|ReqMem|TotalCPU"
+echo "42|42|a<PIPE>b|COMPLETED|1767261600|1767261660|1767265260|01:00:00|2|2G|01:00:00"'
+check "harvest: a job named 'a|b' -> exit 0, watermark moved" \
+    test "$(cat "$work/harvest-pipe-name/rc")" = 0 -a \
+    "$(cat "$work/harvest-pipe-name/data/hpc-sizer/harvest.watermark")" -gt 1700000000
+check "harvest: ... and the job is stored" \
+    grep -q '"job_id":"42".*"job_name":"a|b"' <(hpc-store --db "$work/harvest-pipe-name/h.db" dump --kind job)
+
 # Issue 30: one FIFO in a user's spool made hpc-harvest exit 1 on every run,
 # so the sacct watermark never moved and re-flagging never ran. The entry is
 # reported and left; the other files load; the watermark moves; exit 1.
 ff=$work/fifo
 mkdir -p "$ff/bin" "$ff/data/hpc-sizer" "$ff/spool/incoming"
-printf '#!/bin/sh\n%s\n' "$good_sacct" >"$ff/bin/sacct"
-chmod +x "$ff/bin/sacct"
+fake_sacct "$ff/bin/sacct" "$good_sacct"
 echo 1700000000 >"$ff/data/hpc-sizer/harvest.watermark"
 mkfifo "$ff/spool/incoming/bad.ndjson"
 echo '{"kind":"summary","job_id":"41","peak_rss_mb":100}' >"$ff/spool/incoming/41.ndjson"
@@ -129,15 +157,11 @@ if is_root; then
     chown -R nobody:nogroup "$sv/u"
     # The fake sacct is where the race falls: after the checks, before the
     # removal, the owner swaps the folder for a link of their own.
-    cat >"$sv/bin/sacct" <<EOF
-#!/bin/sh
-case "\$*" in
-    *"-o State"*) [ -L "$sv/u" ] || { mv "$sv/u" "$sv/u.real"; ln -s "$sv/victim" "$sv/u"; chown -h nobody:nogroup "$sv/u"; }
+    fake_sacct "$sv/bin/sacct" "case \"\$*\" in
+    *\"-o State\"*) [ -L \"$sv/u\" ] || { mv \"$sv/u\" \"$sv/u.real\"; ln -s \"$sv/victim\" \"$sv/u\"; chown -h nobody:nogroup \"$sv/u\"; }
                   echo COMPLETED ;;
-    *) echo "JobID|JobIDRaw|State|Submit|Start|End|Elapsed|AllocCPUS|ReqMem|TotalCPU" ;;
-esac
-EOF
-    chmod +x "$sv/bin/sacct"
+    *) echo \"JobID|JobIDRaw|State|Submit|Start|End|Elapsed|AllocCPUS|ReqMem|TotalCPU\" ;;
+esac"
     XDG_DATA_HOME=$sv/data PATH="$sv/bin:$PATH" HPC_SWEEP_AFTER=60 \
         timeout 60 hpc-harvest --db "$sv/h.db" --spool "$sv/u" >"$sv/out" 2>&1
     rc=$?
@@ -156,8 +180,7 @@ fi
 # finalized again; one whose archive is newer (55) only loses its node files.
 sw=$work/sweep
 mkdir -p "$sw/bin" "$sw/data/hpc-sizer" "$sw/spool/archive"
-cat >"$sw/bin/sacct" <<'EOF'
-#!/bin/sh
+fake_sacct "$sw/bin/sacct" "$(cat <<'EOF'
 job=""
 prev=""
 for a; do [ "$prev" = -j ] && job=$a; prev=$a; done
@@ -170,7 +193,7 @@ case "$* $job" in
        [ -z "$job" ] || echo "$job|$job|COMPLETED|1767261600|1767261660|1767265260|01:00:00|2|2G|01:00:00" ;;
 esac
 EOF
-chmod +x "$sw/bin/sacct"
+)"
 for j in 51 52 53 54 55 56; do
     mkdir -p "$sw/spool/$j"
     {
