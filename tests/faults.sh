@@ -114,6 +114,28 @@ check "harvest: a job named 'a|b' -> exit 0, watermark moved" \
 check "harvest: ... and the job is stored" \
     grep -q '"job_id":"42".*"job_name":"a|b"' <(hpc-store --db "$work/harvest-pipe-name/h.db" dump --kind job)
 
+# ------------------------------------------------------------ hpc-monitor stop
+# The pids file is in the user's own folder, and the admin Epilog runs stop:
+# a pid written there by hand (no start time, or another process's) is not
+# signalled, and a pid taken again by another process since is not either.
+# Before, stop sent SIGTERM and then SIGKILL to every number in the file.
+mo=$work/monitor
+mkdir -p "$mo/spool/77"
+sleep 300 &
+victim=$!
+sleep 300 &
+probe=$!
+start_of() { sed -n 's/^.*) //p' "/proc/$1/stat" | cut -d' ' -f20; }
+printf '%s\n%s %s\n%s %s\n' "$victim" "$victim" "$(($(start_of "$victim") + 1))" \
+    "$probe" "$(start_of "$probe")" >"$mo/spool/77/.monitor.n1.pids"
+SLURM_JOB_ID=77 SLURMD_NODENAME=n1 HPC_SIZER_SPOOL=$mo/spool HPC_MONITOR_WAIT=1 \
+    hpc-monitor stop >"$mo/out" 2>&1
+wait "$probe" 2>/dev/null
+check "monitor stop: the process it started is stopped" test ! -e "/proc/$probe"
+check "monitor stop: a pid it did not start is left alone" kill -0 "$victim"
+check "monitor stop: ... and the pids file is gone" test ! -e "$mo/spool/77/.monitor.n1.pids"
+kill "$victim" 2>/dev/null
+
 # Issue 30: one FIFO in a user's spool made hpc-harvest exit 1 on every run,
 # so the sacct watermark never moved and re-flagging never ran. The entry is
 # reported and left; the other files load; the watermark moves; exit 1.

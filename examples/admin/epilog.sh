@@ -17,7 +17,10 @@ SLURM_JOB_GID=${SLURM_JOB_GID:-$(id -g "$SLURM_JOB_USER")}
 spool="$spool_root/$SLURM_JOB_USER"
 dir="$spool/$SLURM_JOB_ID"
 [ -d "$dir" ] || exit 0
-HPC_SIZER_SPOOL=$spool hpc-monitor stop >/dev/null 2>&1
+# As the user too: the pids file is in the user's folder, and root would
+# signal whatever pid the user wrote there.
+HPC_SIZER_SPOOL=$spool setpriv --reuid="$SLURM_JOB_UID" --regid="$SLURM_JOB_GID" --clear-groups \
+    hpc-monitor stop >/dev/null 2>&1
 # A probe of another node still runs: that node's Epilog finalizes.
 for p in "$dir"/.monitor.*.pids; do
     [ -e "$p" ] && exit 0
