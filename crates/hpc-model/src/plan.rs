@@ -363,9 +363,15 @@ else
     echo "hpc: the monitor did not start; the job runs unmonitored" >&2
 fi
 # The job's standard input (sbatch --input) goes to the script: a
-# background command's would be /dev/null.
+# background command's would be /dev/null. sh starts a background command
+# with SIGINT and SIGQUIT ignored, which the script could not undo: env
+# sets them back (coreutils 8.31 on; without it they stay ignored).
 exec 3<&0
-{run} "$hpc_script" "$@" <&3 3<&- &
+hpc_dfl=
+if env --default-signal=INT,QUIT true 2>/dev/null; then
+    hpc_dfl="env --default-signal=INT,QUIT"
+fi
+$hpc_dfl {run} "$hpc_script" "$@" <&3 3<&- &
 hpc_pid=$!
 exec 3<&-
 {traps}while :; do

@@ -132,6 +132,57 @@ fn a_signal_for_the_batch_shell_reaches_the_script_and_the_job_is_finalized() {
 }
 
 #[test]
+fn int_and_quit_reach_the_script_as_they_would_without_the_wrapper() {
+    // sh starts a background command with SIGINT and SIGQUIT ignored, and
+    // the script ran in the background: scancel --signal=INT, a trap on
+    // INT and Python's KeyboardInterrupt never fired, and the job ran on.
+    for sig in ["INT", "QUIT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let wrap = wrap(
+            dir.path(),
+            &format!(
+                "#!/bin/bash\ntrap 'echo got {sig}; exit 7' {sig}\ntouch ready\nwhile :; do sleep 0.05; done\n"
+            ),
+        );
+        let child = Command::new("sh")
+            .arg(&wrap)
+            .env("SLURM_JOB_ID", "77")
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let ready = dir.path().join("ready");
+        for _ in 0..200 {
+            if ready.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        assert!(ready.exists(), "{sig}: the script did not start");
+        let sent = Command::new("kill")
+            .args([format!("-{sig}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let mut child = child;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = Command::new("pkill")
+                    .args(["-KILL", "-P", &child.id().to_string()])
+                    .status();
+                let _ = child.kill();
+                panic!("{sig}: the script ignored it and ran on");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(7), "{sig}: the script's own exit");
+        assert_eq!(hpc_testkit::text(&out.stdout), format!("got {sig}\n"));
+    }
+}
+
+#[test]
 fn the_script_runs_through_its_interpreter_without_exec_permission() {
     // Issue 29: on a noexec TMPDIR every job exited 126. The copy is read
     // by its interpreter, so it needs no exec permission: the wrapper never
