@@ -89,10 +89,13 @@ cat >"$fake/sbatch" <<'EOF'
 n=$(cat "$FAKE_STATE/next" 2>/dev/null || echo 4242)
 echo $((n + 1)) >"$FAKE_STATE/next"
 printf '%s\n' "$@" >"$FAKE_STATE/sbatch.$n.args"
+script=
 for a; do
-    case $a in */job.sbatch) cp "$a" "$FAKE_STATE/sbatch.$n.script" ;; esac
+    case $a in */sbatch/*) cp "$a" "$FAKE_STATE/sbatch.$n.script"; script=${a##*/} ;; esac
 done
+# As sbatch: without --job-name, the job is named after its script's file.
 name=$(printf '%s\n' "$@" | sed -n 's/^--job-name=//p')
+name=${name:-$script}
 begin=$(printf '%s\n' "$@" | sed -n 's/^--begin=//p')
 echo "$n PENDING ${begin:-now} ${name:-job}" >>"$FAKE_STATE/queue"
 echo "$n"
@@ -162,7 +165,7 @@ submitted() {
     mapfile -t opts <"$FAKE_STATE/sbatch.$n.args"
     # The options are those before the copy.
     for a in "${opts[@]:1}"; do
-        case $a in */job.sbatch) break ;; esac
+        case $a in */sbatch/*) break ;; esac
         o+=("$a")
     done
     python3 "$work/reads.py" "$FAKE_STATE/sbatch.$n.script" "${o[@]}"
@@ -258,6 +261,10 @@ sub() { # sub NAME SCRIPT-TEXT [SBATCH-OPTION...]: submits; sets $n to its id
 sub mpi $'#!/bin/bash\n#SBATCH -N 4 --ntasks-per-node=2 -c 8 --mem=100G\nsrun ./a.out\n'
 check "a 4-node job gets --mem=100G per node and 8 CPUs per task, not the totals" json_has \
     "$(submitted "$n")" 'r["--mem"] == "100G" and r["--cpus-per-task"] == "8" and r["--nodes"] == "4"'
+# sbatch names a job without --job-name after its script's file: the
+# wrapper was job.sbatch for every job, so SLURM_JOB_NAME, squeue, sacct and
+# %x all said job.sbatch, and the history of mpi.sbatch was never found.
+check "a job without --job-name keeps its script's name" grep -qx "$n PENDING now mpi.sbatch" "$FAKE_STATE/queue"
 sub indented $'#!/bin/bash\n  # set up first\n#SBATCH --partition=gpu --account=lab\n\n    # more\n#SBATCH --gres=gpu:1\nhostname\n'
 check "directives after an indented comment reach sbatch" json_has "$(submitted "$n")" \
     'r["--partition"] == "gpu" and r["--account"] == "lab" and r["--gres"] == "gpu:1"'
