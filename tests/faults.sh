@@ -195,6 +195,29 @@ else
 fi
 
 # ------------------------------------------------- hpc-harvest's sweep
+# ------------------------------------------------------------ hpc-finalize
+# A failed merge replaces nothing: before, hpc-finalize took hpc-merge's
+# exit 1 for "some lines rejected", wrote an empty series over the job's
+# archive and an empty result to incoming/, and the sweep, seeing the
+# archive, later removed the node files.
+fz=$work/finalize
+mkdir -p "$fz/spool/61"
+{
+    echo '{"kind":"meta","job_id":"61","host":"n1","start":1767261660,"interval_s":1,"req_cpus":2,"req_mem_mb":2048,"nnodes":1,"probe_version":"t"}'
+    for t in 1 2 3; do echo "{\"kind\":\"sample\",\"t\":$((1767261660 + t)),\"host\":\"n1\",\"job_id\":\"61\",\"rss_mb\":$((100 * t))}"; done
+} >"$fz/spool/61/n1.ndjson"
+HPC_SIZER_SPOOL=$fz/spool hpc-finalize --no-sacct 61 >"$fz/out1" 2>&1
+check "finalize: a good job is finalized (exit $?)" test -s "$fz/spool/incoming/61.ndjson"
+cp "$fz/spool/archive/61.series.ndjson.gz" "$fz/series.before"
+cp "$fz/spool/incoming/61.ndjson" "$fz/result.before"
+sed 's/"61"/"62"/' "$fz/spool/61/n1.ndjson" >"$fz/spool/61/n2.ndjson"
+HPC_SIZER_SPOOL=$fz/spool hpc-finalize --no-sacct 61 >"$fz/out2" 2>&1
+echo $? >"$fz/rc2"
+check "finalize: node files of two jobs -> exit 1 ($(cat "$fz/rc2"))" [ "$(cat "$fz/rc2")" = 1 ]
+check "finalize: ... the archived series is kept" cmp -s "$fz/series.before" "$fz/spool/archive/61.series.ndjson.gz"
+check "finalize: ... the stored result is kept" cmp -s "$fz/result.before" "$fz/spool/incoming/61.ndjson"
+check "finalize: ... and it says the node files stay" grep -q "merged nothing; the node files stay" "$fz/out2"
+
 # Node files left by jobs whose Epilog never ran: finalized once sacct says
 # the job ended (51), left while it runs (52) or while sacct does not know it
 # (53) or fails (56: its job ids are 56 in the fake); a job finalized once
