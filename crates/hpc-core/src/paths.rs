@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, Result};
@@ -103,19 +103,27 @@ pub fn create_private_dir(dir: &Path) -> Result<()> {
         .ctx(|| format!("cannot create {}", dir.display()))
 }
 
-/// Opens a new file for writing with mode 0600 (truncating an old one).
-pub fn create_private_file(path: &Path) -> Result<fs::File> {
-    let f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .ctx(|| format!("cannot create {}", path.display()))?;
-    // An existing file keeps its old mode through open(): tighten it.
-    f.set_permissions(fs::Permissions::from_mode(0o600))
-        .ctx(|| format!("cannot chmod {}", path.display()))?;
-    Ok(f)
+/// Creates a new file for writing with mode 0600, never through a link nor
+/// over a file already there (O_EXCL): one left at the name (a crashed run
+/// of the same pid, or a link planted in a folder others may write) is
+/// removed, the link itself and not what it names, and the create tried
+/// once more.
+fn create_new_private(path: &Path) -> Result<fs::File> {
+    let open = || {
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+    };
+    let f = match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            fs::remove_file(path).ctx(|| format!("cannot remove {}", path.display()))?;
+            open()
+        }
+        r => r,
+    };
+    f.ctx(|| format!("cannot create {}", path.display()))
 }
 
 /// Creates `path` empty with mode 0600 where nothing is there (following a
@@ -149,7 +157,7 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()
         .unwrap_or_else(|| "out".into());
     let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
     let result = (|| {
-        let f = create_private_file(&tmp)?;
+        let f = create_new_private(&tmp)?;
         let mut w = std::io::BufWriter::new(f);
         write(&mut w)?;
         let f = w
@@ -169,6 +177,7 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn a_private_file_made_if_missing_never_truncates_one_already_there() {
@@ -187,6 +196,22 @@ mod tests {
         let missing = dir.path().join("no/such/dir/h.db");
         let err = create_private_if_missing(&missing).unwrap_err().to_string();
         assert!(err.contains("cannot create"), "{err}");
+    }
+
+    #[test]
+    fn an_atomic_write_never_writes_through_a_link_at_its_temporary_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"precious").unwrap();
+        let p = dir.path().join("out.ndjson");
+        let tmp = dir
+            .path()
+            .join(format!(".out.ndjson.tmp.{}", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &tmp).unwrap();
+        write_atomic(&p, |w| Ok(w.write_all(b"new\n")?)).unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"precious");
+        assert_eq!(fs::read_to_string(&p).unwrap(), "new\n");
+        assert!(!tmp.exists() && fs::symlink_metadata(&tmp).is_err());
     }
 
     #[test]
