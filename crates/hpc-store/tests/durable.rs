@@ -1,0 +1,39 @@
+//! A spool load commits durably: its files are moved away once committed.
+
+use hpc_core::ndjson::Rejects;
+use hpc_db::Store;
+use hpc_store::{put_spool, SpoolOptions};
+
+/// Writers open the database at synchronous=NORMAL, whose last commits a
+/// power loss may undo in WAL mode; a spool file is moved to done/ once its
+/// records are committed and never read again, so a spool load commits at
+/// FULL. (Before, its records could be lost for good after a crash.)
+#[test]
+fn a_spool_load_commits_at_full_synchronous() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("incoming");
+    std::fs::create_dir(&spool).unwrap();
+    std::fs::write(
+        spool.join("41.ndjson"),
+        "{\"kind\":\"summary\",\"job_id\":\"41\",\"peak_rss_mb\":100}\n",
+    )
+    .unwrap();
+    let mut store = Store::open(&dir.path().join("h.db")).unwrap();
+    let level = |s: &Store| -> i64 {
+        s.conn()
+            .pragma_query_value(None, "synchronous", |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(level(&store), 1, "writers open at NORMAL");
+    let mut rejects = Rejects::new("hpc-store");
+    let rep = put_spool(
+        &mut store,
+        &spool,
+        SpoolOptions { settle_s: 0 },
+        &mut rejects,
+    )
+    .unwrap();
+    assert_eq!(rep.files, 1, "{rep:?}");
+    assert!(spool.join("done/41.ndjson").exists());
+    assert_eq!(level(&store), 2, "FULL");
+}
