@@ -565,17 +565,22 @@ fn open_subdir(sub: &Path) -> Result<fs::File> {
 struct AsOwner {
     uid: nix::unistd::Uid,
     gid: nix::unistd::Gid,
+    /// Root's supplementary groups, set aside meanwhile: kept, they let the
+    /// owner's paths reach folders that root's groups may write.
+    groups: Vec<nix::unistd::Gid>,
 }
 
 impl AsOwner {
     fn of(owner: &SpoolOwner) -> Option<AsOwner> {
-        use nix::unistd::{setfsgid, setfsuid, Gid, Uid};
+        use nix::unistd::{getgroups, setfsgid, setfsuid, setgroups, Gid, Uid};
         if !nix::unistd::geteuid().is_root() || owner.uid == 0 {
             return None;
         }
+        let groups = getgroups().unwrap_or_default();
+        let _ = setgroups(&[]);
         let gid = setfsgid(Gid::from_raw(owner.gid));
         let uid = setfsuid(Uid::from_raw(owner.uid));
-        Some(AsOwner { uid, gid })
+        Some(AsOwner { uid, gid, groups })
     }
 }
 
@@ -583,6 +588,7 @@ impl Drop for AsOwner {
     fn drop(&mut self) {
         nix::unistd::setfsuid(self.uid);
         nix::unistd::setfsgid(self.gid);
+        let _ = nix::unistd::setgroups(&self.groups);
     }
 }
 

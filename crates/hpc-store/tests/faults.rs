@@ -367,6 +367,32 @@ fn root_loads_the_files_of_the_spool_folders_owner() {
     );
     assert_eq!(fs::read_dir(&other).unwrap().count(), 0, "{err}");
     assert!(theirs.exists(), "left in place: {err}");
+    // The same folder writable by root's group (0770, group 0), and a
+    // loader with group 0 among its supplementary groups (as root's usually
+    // are; setpriv, as this machine's root may have none): acting as her,
+    // root leaves its groups behind too (before, it kept them, and her file
+    // landed in the other user's folder).
+    chown(&spool, Some(65534), Some(65534)).unwrap();
+    chown(&other, Some(65533), Some(0)).unwrap();
+    fs::set_permissions(&other, fs::Permissions::from_mode(0o770)).unwrap();
+    let out = Command::new("setpriv")
+        .args([
+            "--groups",
+            "0",
+            "--",
+            TOOL.bin(),
+            "--db",
+            db.to_str().unwrap(),
+        ])
+        .args(["put", "--spool", spool.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert_eq!(fs::read_dir(&other).unwrap().count(), 0, "{err}");
+    assert!(theirs.exists(), "left in place: {err}");
 }
 
 // The spool's owner can swap `done/` for a link at any time: a loader (root
