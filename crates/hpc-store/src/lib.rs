@@ -26,6 +26,7 @@ pub mod report;
 
 pub use cli::{main_with, Args};
 
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -285,6 +286,10 @@ pub fn put_spool(
         "/proc/self/fd/{}",
         std::os::fd::AsRawFd::as_raw_fd(&handle)
     ));
+    {
+        let _as_owner = AsOwner::of(&owner);
+        unclaim_all(pinned, &handle, dir)?;
+    }
     let mut names: Vec<PathBuf> = fs::read_dir(pinned)
         .ctx(|| format!("cannot read spool {}", shown(dir)))?
         .filter_map(|e| e.ok())
@@ -367,13 +372,26 @@ pub fn put_spool(
         } else {
             "done"
         });
-        // The file moved is the one read: a writer that replaced the name
-        // meanwhile (hpc-finalize's mv -f) left a new file, loaded next run.
-        let now = fs::symlink_metadata(&path).map(|m| identity(&m)).ok();
-        if now.is_some() && now == read {
-            let _as_owner = AsOwner::of(&owner);
-            move_no_clobber(&path, &dest_dir)?;
+        // The file moved is the one read, and it is moved by a name no
+        // writer uses: the entry is first renamed to .loading.NAME (one
+        // step), then what that name holds is checked and moved. A writer
+        // that replaces NAME (hpc-finalize's mv -f) before the rename left a
+        // new file: it is put back (loaded next run); after it, the new file
+        // is NAME's and untouched. (Checked by NAME and then moved by NAME,
+        // a file replaced between the two was moved unread or removed.)
+        let _as_owner = AsOwner::of(&owner);
+        let file_name = path.file_name().expect("a spool entry has a name");
+        let claim = claim_path(&path);
+        fs::rename(&path, &claim).ctx(|| format!("cannot rename {name} to claim it"))?;
+        let claimed = fs::symlink_metadata(&claim).map(|m| identity(&m)).ok();
+        if claimed.is_some() && claimed == read {
+            if let Err(e) = move_no_clobber(&claim, &dest_dir, file_name) {
+                // Left in place under its own name, as it was found.
+                let _ = unclaim(&claim, &handle, dir, file_name);
+                return Err(e);
+            }
         } else {
+            unclaim(&claim, &handle, dir, file_name)?;
             hpc_core::note!(
                 "hpc-store: {name}: replaced while it was loaded; the new file is left for the next run"
             );
@@ -483,16 +501,48 @@ fn open_spool_file(
     Ok(Some(file))
 }
 
-/// Moves `path` into the spool's folder `sub` under its own name, or
-/// `NAME.1`, `NAME.2`, ... when that is taken: an earlier file is never
-/// replaced. The folder is made 0700 when missing and is reached through a
-/// descriptor opened without following links (the spool's owner may swap
-/// `sub` for a link at any moment).
-fn move_no_clobber(path: &Path, sub: &Path) -> Result<PathBuf> {
+/// Moves `path` into the spool's folder `sub` under `name`, or `NAME.1`,
+/// `NAME.2`, ... when that is taken: an earlier file is never replaced. The
+/// folder is made 0700 when missing and is reached through a descriptor
+/// opened without following links (the spool's owner may swap `sub` for a
+/// link at any moment).
+fn move_no_clobber(path: &Path, sub: &Path, name: &OsStr) -> Result<PathBuf> {
+    let folder = open_subdir(sub)?;
+    let dest = link_no_clobber(path, &folder, sub, name, |n| {
+        let mut alt = name.to_os_string();
+        alt.push(format!(".{n}"));
+        alt
+    })?;
+    fs::remove_file(path).ctx(|| format!("cannot remove {} after moving it", shown(path)))?;
+    Ok(sub.join(dest))
+}
+
+/// Puts a claimed file (see [`claim_path`]) back in the spool folder open
+/// as `folder` (shown as `dir`) under `name`, or `STEM.1.ndjson`, ... when
+/// a newer file took that name, so that the next run loads it.
+fn unclaim(claim: &Path, folder: &fs::File, dir: &Path, name: &OsStr) -> Result<PathBuf> {
+    let stem = Path::new(name).file_stem().unwrap_or(name).to_os_string();
+    let dest = link_no_clobber(claim, folder, dir, name, |n| {
+        let mut alt = stem.clone();
+        alt.push(format!(".{n}.ndjson"));
+        alt
+    })?;
+    fs::remove_file(claim)
+        .ctx(|| format!("cannot remove {} after putting it back", shown(claim)))?;
+    Ok(dir.join(dest))
+}
+
+/// Links `path` into `folder` (shown as `dir`) as `name`, else as the first
+/// `alt(1)`, `alt(2)`, ... not taken; the name it got.
+fn link_no_clobber(
+    path: &Path,
+    folder: &fs::File,
+    dir: &Path,
+    name: &OsStr,
+    alt: impl Fn(u32) -> OsString,
+) -> Result<PathBuf> {
     use nix::{fcntl::AtFlags, unistd::linkat};
     use std::os::fd::AsRawFd;
-    let folder = open_subdir(sub)?;
-    let name = path.file_name().expect("a spool entry has a name");
     let mut dest = PathBuf::from(name);
     for n in 1u32.. {
         match linkat(
@@ -503,19 +553,49 @@ fn move_no_clobber(path: &Path, sub: &Path) -> Result<PathBuf> {
             AtFlags::empty(),
         ) {
             Ok(()) => break,
-            Err(nix::errno::Errno::EEXIST) => {
-                let mut alt = name.to_os_string();
-                alt.push(format!(".{n}"));
-                dest = PathBuf::from(alt);
-            }
+            Err(nix::errno::Errno::EEXIST) => dest = PathBuf::from(alt(n)),
             Err(e) => {
                 return Err(std::io::Error::from(e))
-                    .ctx(|| format!("cannot move {} to {}", shown(path), shown(&sub.join(&dest))))
+                    .ctx(|| format!("cannot move {} to {}", shown(path), shown(&dir.join(&dest))))
             }
         }
     }
-    fs::remove_file(path).ctx(|| format!("cannot remove {} after moving it", shown(path)))?;
-    Ok(sub.join(dest))
+    Ok(dest)
+}
+
+/// The name a spool file is moved by once loaded: `.loading.NAME` beside
+/// it, which no writer uses (names that start with a dot are not loaded).
+fn claim_path(path: &Path) -> PathBuf {
+    let mut claim = OsString::from(CLAIM_PREFIX);
+    claim.push(path.file_name().expect("a spool entry has a name"));
+    path.with_file_name(claim)
+}
+
+/// See [`claim_path`].
+const CLAIM_PREFIX: &str = ".loading.";
+
+/// Puts back every file a killed run had claimed (see [`claim_path`]) under
+/// its own name, to be loaded again (loading is idempotent).
+fn unclaim_all(pinned: &Path, folder: &fs::File, dir: &Path) -> Result<()> {
+    let entries = fs::read_dir(pinned).ctx(|| format!("cannot read spool {}", shown(dir)))?;
+    for e in entries.filter_map(|e| e.ok()) {
+        let file_name = e.file_name();
+        let Some(name) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(CLAIM_PREFIX))
+        else {
+            continue;
+        };
+        if e.file_type().is_ok_and(|t| t.is_file()) && name.ends_with(".ndjson") {
+            let back = unclaim(&e.path(), folder, dir, OsStr::new(name))?;
+            hpc_core::note!(
+                "hpc-store: {}: left claimed by a run that stopped; put back as {}",
+                shown(&dir.join(&file_name)),
+                shown(&back)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Opens a spool folder to load, refusing a link (whose owner is not the

@@ -911,3 +911,75 @@ fn a_spool_folder_that_is_a_link_is_not_read() {
     assert_eq!(count_jobs(&db), 0, "{err}");
     assert!(bobs.join("1.ndjson").exists() && !bobs.join("done").exists());
 }
+
+// A file replaced while it is loaded (hpc-finalize's mv -f of a job's
+// second result) is left for the next run: the loader moves files by a
+// name no writer uses (.loading.NAME, one rename), then checks that what
+// it holds is what it read. Before, it checked by NAME and then linked and
+// removed by NAME, and a replacement between the two was moved to done/
+// unread, or removed.
+#[test]
+fn a_file_replaced_while_it_is_loaded_stays_for_the_next_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spool = dir.path().join("spool");
+    fs::create_dir(&spool).unwrap();
+    assert!(run(&db, &["put"], b"").status.success());
+    let first = some_jobs(2);
+    fs::write(spool.join("41.ndjson"), &first).unwrap();
+    // The database's write lock held, so that the loader waits with the
+    // file read.
+    let locker = hpc_db::Store::open(&db).unwrap();
+    locker.conn().execute_batch("BEGIN IMMEDIATE").unwrap();
+    let loader = cmd(&db, &["put", "--spool", spool.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    let second = some_jobs(3);
+    fs::write(spool.join(".41.tmp"), &second).unwrap();
+    fs::rename(spool.join(".41.tmp"), spool.join("41.ndjson")).unwrap();
+    locker.conn().execute_batch("COMMIT").unwrap();
+    let out = loader.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("replaced while it was loaded"), "{err}");
+    assert_eq!(fs::read_to_string(spool.join("41.ndjson")).unwrap(), second);
+    assert_eq!(
+        fs::read_to_string(spool.join("done/41.ndjson")).unwrap_or_default(),
+        ""
+    );
+    assert_eq!(count_jobs(&db), 2, "the first file's jobs: {err}");
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        fs::read_to_string(spool.join("done/41.ndjson")).unwrap(),
+        second
+    );
+    assert_eq!(count_jobs(&db), 3);
+}
+
+// A run killed after it claimed a file (renamed it .loading.NAME to move
+// it) leaves it there; the next run puts it back under its name, says so,
+// and loads it (loading again is idempotent).
+#[test]
+fn a_file_claimed_by_a_killed_run_is_loaded_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spool = dir.path().join("spool");
+    fs::create_dir(&spool).unwrap();
+    fs::write(spool.join(".loading.41.ndjson"), some_jobs(2)).unwrap();
+    fs::write(spool.join("41.ndjson"), some_jobs(3)).unwrap();
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("left claimed by a run that stopped; put back as"),
+        "{err}"
+    );
+    assert!(!spool.join(".loading.41.ndjson").exists(), "{err}");
+    assert!(spool.join("done/41.ndjson").exists(), "{err}");
+    assert!(spool.join("done/41.1.ndjson").exists(), "{err}");
+    assert_eq!(count_jobs(&db), 3, "{err}");
+}
