@@ -256,6 +256,28 @@ fn a_read_only_database_can_be_read() {
     assert_eq!(out.status.code(), Some(1), "a put cannot write here");
 }
 
+// A reader of a database it cannot write, while no writer has it open,
+// gets an immutable connection: a snapshot, which hpc-web must not keep
+// (it kept up to 8, and showed the history as it was at their opening
+// until restarted, while the loader went on writing outside its read-only
+// view).
+#[test]
+fn a_reader_that_cannot_make_the_shm_file_says_it_holds_a_snapshot() {
+    let src = tempfile::tempdir().unwrap();
+    let made = src.path().join("h.db");
+    assert!(run(&made, &["put"], some_jobs(2).as_bytes())
+        .status
+        .success());
+    let live = hpc_db::Store::open_read_only(&made, Duration::from_secs(1)).unwrap();
+    assert!(!live.is_snapshot());
+    let ro = ReadOnlyDir::new(|p| {
+        fs::copy(&made, p.join("h.db")).unwrap();
+    });
+    let frozen =
+        hpc_db::Store::open_read_only(&ro.path.join("h.db"), Duration::from_secs(1)).unwrap();
+    assert!(frozen.is_snapshot());
+}
+
 // Item 4: a store that cannot be written fails the run and leaves the spool.
 #[test]
 fn an_unwritable_database_leaves_spool_files_in_place() {

@@ -235,8 +235,13 @@ impl App {
         Ok((store, file))
     }
 
-    /// Gives a connection back to be kept.
+    /// Gives a connection back to be kept; a snapshot (an immutable one, of
+    /// a history this server may only read while no writer has it open) is
+    /// dropped, as it would not see what a writer adds later.
     fn give(&self, store: Store, file: (u64, u64)) {
+        if store.is_snapshot() {
+            return;
+        }
         let mut pool = lock(&self.pool);
         if pool.file == Some(file) && pool.free.len() < READERS {
             pool.free.push(store);
