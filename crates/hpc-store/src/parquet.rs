@@ -300,10 +300,72 @@ fn write_partition(
 /// file is written to a private temporary file and renamed into place, so a
 /// re-export replaces the partitions it writes; files of dates no longer
 /// exported stay.
+///
+/// A partition written replaces the file of its date, so it holds every job
+/// of that date: `since` and `until` are widened to whole UTC days, and with
+/// either the unfinished jobs' partition is written whole (its jobs are not
+/// dated). A filter on anything else (user, partition, tool, job, a limit)
+/// would replace whole partitions with its jobs alone: it writes only into
+/// a folder that holds no partition yet.
 pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> hpc_db::Result<ExportStats> {
+    let whole_days = JobFilter {
+        since: filter.since.map(day_start),
+        until: filter.until.map(|t| day_start(t - 1) + DAY),
+        ..JobFilter::default()
+    };
+    let narrowed = JobFilter {
+        since: None,
+        until: None,
+        ..filter.clone()
+    };
+    if !narrowed.is_empty() && has_partitions(dir) {
+        return Err(hpc_db::Error::other(format!(
+            "{} holds a dataset: an export filtered by user, partition, tool, job or count would replace its partitions with those jobs alone; export every job there, or these into a new folder",
+            hpc_core::paths::shown(dir)
+        )));
+    }
     hpc_core::paths::create_private_dir(dir)?;
     let names: Vec<&str> = columns().iter().map(|(c, _)| *c).collect();
-    store.jobs_by_end(filter, &names, |rows| export_rows(dir, rows))
+    let each = |f: &JobFilter| store.jobs_by_end(f, &names, |rows| export_rows(dir, rows));
+    if whole_days.since.is_none() && whole_days.until.is_none() {
+        return each(filter);
+    }
+    let dated = each(&JobFilter {
+        since: whole_days.since,
+        until: whole_days.until,
+        ended: Some(true),
+        ..filter.clone()
+    })?;
+    let unfinished = each(&JobFilter {
+        ended: Some(false),
+        ..narrowed
+    })?;
+    Ok(ExportStats {
+        jobs: dated.jobs + unfinished.jobs,
+        partitions: dated.partitions + unfinished.partitions,
+        bytes: dated.bytes + unfinished.bytes,
+    })
+}
+
+/// Seconds in a day.
+const DAY: i64 = 86_400;
+
+/// The start (UTC) of the day that holds epoch second `t`.
+fn day_start(t: i64) -> i64 {
+    t.div_euclid(DAY) * DAY
+}
+
+/// Whether `dir` holds a partition folder of a dataset already.
+fn has_partitions(dir: &Path) -> bool {
+    fs::read_dir(dir).is_ok_and(|mut entries| {
+        entries.any(|e| {
+            e.is_ok_and(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("{PARTITION_KEY}="))
+            })
+        })
+    })
 }
 
 /// Writes the partitions of `rows`, which come in end-date order.

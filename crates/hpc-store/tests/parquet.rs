@@ -255,6 +255,67 @@ fn export_writes_private_date_partitions_and_replaces_them() {
     assert_same("after re-export", &s, &p);
 }
 
+/// A re-export with a time bound, or into a fresh folder with any filter,
+/// leaves a dataset that still holds every job. Before, each partition it
+/// wrote was replaced by the filtered jobs alone: the first day's lost the
+/// jobs that ended before the cut, the unfinished jobs' lost those
+/// submitted outside the bounds, and a `--user` export emptied every
+/// partition it wrote of everyone else's jobs.
+#[test]
+fn a_filtered_export_never_leaves_a_partition_with_part_of_its_jobs() {
+    let home = tempfile::tempdir().unwrap();
+    let db = fixture_db(home.path());
+    let store = Store::open(&db).unwrap();
+    let dir = home.path().join("ds");
+    export(&store, &dir, &JobFilter::default()).unwrap();
+    let all = || {
+        finish(
+            By::User,
+            sqlite_rows(&store, By::User, &JobFilter::default()).unwrap(),
+            &Groups::new(),
+        )
+        .0
+    };
+    let read = |d: &Path| {
+        finish(
+            By::User,
+            parquet_rows(d, By::User, &JobFilter::default()).unwrap(),
+            &Groups::new(),
+        )
+        .0
+    };
+    // Bounds in the middle of days: 2026-03-01 13:00 to 2026-03-01 23:00.
+    for (since, until) in [(Some(MAR2 - 11 * 3600), None), (None, Some(MAR2 - 3600))] {
+        let f = JobFilter {
+            since,
+            until,
+            ..Default::default()
+        };
+        let st = export(&store, &dir, &f).unwrap();
+        assert!(st.jobs > 0, "{f:?}");
+        assert_same(&format!("after {f:?}"), &all(), &read(&dir));
+    }
+    // Another filter: refused over a dataset, and the dataset kept.
+    let alice = JobFilter {
+        user: Some("alice".into()),
+        ..Default::default()
+    };
+    let err = export(&store, &dir, &alice).unwrap_err().to_string();
+    assert!(err.contains("holds a dataset"), "{err}");
+    assert_same("after the refused export", &all(), &read(&dir));
+    // Into a new folder it writes her jobs alone.
+    let hers = home.path().join("alice");
+    let st = export(&store, &hers, &alice).unwrap();
+    let want = finish(
+        By::User,
+        sqlite_rows(&store, By::User, &alice).unwrap(),
+        &Groups::new(),
+    )
+    .0;
+    assert!(st.jobs > 0);
+    assert_same("her own export", &want, &read(&hers));
+}
+
 #[test]
 fn export_keeps_every_job_of_a_day_larger_than_a_row_group() {
     use hpc_core::record::Job;
