@@ -1041,8 +1041,13 @@ fn hpc_monitor_refuses_a_second_start_and_reports_a_failed_probe() {
     assert!(o.status.success(), "{}", show(&o));
     let file = spool.join(&job).join("node7.ndjson");
     let pids = spool.join(&job).join(".monitor.node7.pids");
-    let pid = fs::read_to_string(&pids).unwrap().trim().to_string();
+    // "PID START": the probe's pid and its start time (/proc/PID/stat).
+    let line = fs::read_to_string(&pids).unwrap();
+    let (pid, start) = line.trim().split_once(' ').unwrap();
     assert_eq!(meta_of(&file, 1)["probe_pid"].to_string(), pid);
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    assert_eq!(after_comm.split(' ').nth(19), Some(start), "{stat}");
     let o = monitor(&spool, &job, &["start", "--interval", "0.1", "--no-perf"]);
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));
     assert!(
