@@ -94,39 +94,59 @@ fn the_job_reads_its_standard_input() {
     );
 }
 
-#[test]
-fn a_signal_for_the_batch_shell_reaches_the_script_and_the_job_is_finalized() {
-    // Issue 29: with --signal=B:USR1@300 the wrapper died of USR1; the
-    // script's trap and the finalizer never ran.
-    let dir = tempfile::tempdir().unwrap();
+/// Runs the wrapper of a script that traps `sig` (prints "got SIG", exits
+/// 7), sends `sig` to the wrapper alone once the script runs, as slurmd
+/// signals the batch shell, and returns its output; fails when the script is
+/// still running 10 s later (it never got the signal).
+fn signalled(dir: &Path, sig: &str) -> std::process::Output {
     let wrap = wrap(
-        dir.path(),
-        "#!/bin/bash\ntrap 'echo checkpoint; exit 7' USR1\ntouch ready\nwhile :; do sleep 0.05; done\n",
+        dir,
+        &format!(
+            "#!/bin/bash\ntrap 'echo got {sig}; exit 7' {sig}\ntouch ready\nwhile :; do sleep 0.05; done\n"
+        ),
     );
-    let child = Command::new("sh")
+    let mut child = Command::new("sh")
         .arg(&wrap)
         .env("SLURM_JOB_ID", "77")
-        .current_dir(dir.path())
+        .current_dir(dir)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let ready = dir.path().join("ready");
+    let ready = dir.join("ready");
     for _ in 0..200 {
         if ready.exists() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(25));
     }
-    assert!(ready.exists(), "the script did not start");
-    // As slurmd signals the batch shell (the wrapper) alone.
+    assert!(ready.exists(), "{sig}: the script did not start");
     let sent = Command::new("kill")
-        .args(["-USR1", &child.id().to_string()])
+        .args([format!("-{sig}"), child.id().to_string()])
         .status()
         .unwrap();
     assert!(sent.success());
-    let out = child.wait_with_output().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = Command::new("pkill")
+                .args(["-KILL", "-P", &child.id().to_string()])
+                .status();
+            let _ = child.kill();
+            panic!("{sig}: the script ignored it and ran on");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_signal_for_the_batch_shell_reaches_the_script_and_the_job_is_finalized() {
+    // Issue 29: with --signal=B:USR1@300 the wrapper died of USR1; the
+    // script's trap and the finalizer never ran.
+    let dir = tempfile::tempdir().unwrap();
+    let out = signalled(dir.path(), "USR1");
     assert_eq!(out.status.code(), Some(7), "the script's own exit");
-    assert_eq!(hpc_testkit::text(&out.stdout), "checkpoint\n");
+    assert_eq!(hpc_testkit::text(&out.stdout), "got USR1\n");
     let log = std::fs::read_to_string(dir.path().join("log")).unwrap();
     assert!(log.ends_with("finalize 77\n"), "{log}");
 }
@@ -138,45 +158,7 @@ fn int_and_quit_reach_the_script_as_they_would_without_the_wrapper() {
     // INT and Python's KeyboardInterrupt never fired, and the job ran on.
     for sig in ["INT", "QUIT"] {
         let dir = tempfile::tempdir().unwrap();
-        let wrap = wrap(
-            dir.path(),
-            &format!(
-                "#!/bin/bash\ntrap 'echo got {sig}; exit 7' {sig}\ntouch ready\nwhile :; do sleep 0.05; done\n"
-            ),
-        );
-        let child = Command::new("sh")
-            .arg(&wrap)
-            .env("SLURM_JOB_ID", "77")
-            .current_dir(dir.path())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let ready = dir.path().join("ready");
-        for _ in 0..200 {
-            if ready.exists() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
-        assert!(ready.exists(), "{sig}: the script did not start");
-        let sent = Command::new("kill")
-            .args([format!("-{sig}"), child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        let mut child = child;
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while child.try_wait().unwrap().is_none() {
-            if std::time::Instant::now() > deadline {
-                let _ = Command::new("pkill")
-                    .args(["-KILL", "-P", &child.id().to_string()])
-                    .status();
-                let _ = child.kill();
-                panic!("{sig}: the script ignored it and ran on");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
-        let out = child.wait_with_output().unwrap();
+        let out = signalled(dir.path(), sig);
         assert_eq!(out.status.code(), Some(7), "{sig}: the script's own exit");
         assert_eq!(hpc_testkit::text(&out.stdout), format!("got {sig}\n"));
     }
