@@ -218,6 +218,34 @@ check "finalize: ... the archived series is kept" cmp -s "$fz/series.before" "$f
 check "finalize: ... the stored result is kept" cmp -s "$fz/result.before" "$fz/spool/incoming/61.ndjson"
 check "finalize: ... and it says the node files stay" grep -q "merged nothing; the node files stay" "$fz/out2"
 
+# A requeued job run again on another node: the first run's node file was
+# merged beside the second's as another node (its memory too). hpc-monitor
+# names a later run's files HOST.restart-N.ndjson, and only the last run's
+# are merged.
+node_file() { # JOB HOST RSS: a probe's file of three samples
+    echo "{\"kind\":\"meta\",\"job_id\":\"$1\",\"host\":\"$2\",\"start\":1767261660,\"interval_s\":1,\"req_cpus\":2,\"req_mem_mb\":2048,\"nnodes\":1,\"probe_version\":\"t\"}"
+    for t in 1 2 3; do echo "{\"kind\":\"sample\",\"t\":$((1767261660 + t)),\"host\":\"$2\",\"job_id\":\"$1\",\"rss_mb\":$3}"; done
+}
+mkdir -p "$fz/spool/63"
+node_file 63 n1 900 >"$fz/spool/63/n1.ndjson"
+node_file 63 n2 700 >"$fz/spool/63/n2.restart-1.ndjson"
+node_file 63 n3 300 >"$fz/spool/63/n3.restart-2.ndjson"
+HPC_SIZER_SPOOL=$fz/spool hpc-finalize --no-sacct 63 >"$fz/out3" 2>&1
+# (Before: the job's summary had nodes n1, n2 and n3 and 1900 MB.)
+summary=$(grep '"kind":"summary".*"nodes":' "$fz/spool/incoming/63.ndjson")
+check "finalize: a requeued job's last run alone is merged (n3, 300 MB: $summary)" \
+    grep -q '"nodes":\["n3"\],.*"peak_rss_mb":300\.0,' <<<"$summary"
+# And the monitor of such a run writes that name (a probe that writes its
+# meta record, as hpc-probe does, and waits).
+mkdir -p "$fz/bin"
+# shellcheck disable=SC2016 # the fake probe expands them
+printf '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done\necho "{\\"kind\\":\\"meta\\",\\"probe_pid\\":$$}" >"$out"\nexec sleep 30\n' >"$fz/bin/probe"
+chmod +x "$fz/bin/probe"
+SLURM_JOB_ID=64 SLURM_RESTART_COUNT=2 SLURMD_NODENAME=n5 HPC_SIZER_SPOOL=$fz/spool HPC_PROBE=$fz/bin/probe \
+    HPC_MONITOR_WAIT=1 sh -c 'hpc-monitor start && hpc-monitor stop' >"$fz/out4" 2>&1
+check "monitor: a requeued job's run writes HOST.restart-N.ndjson" \
+    test -s "$fz/spool/64/n5.restart-2.ndjson" -a ! -e "$fz/spool/64/n5.ndjson"
+
 # Node files left by jobs whose Epilog never ran: finalized once sacct says
 # the job ended (51), left while it runs (52) or while sacct does not know it
 # (53) or fails (56: its job ids are 56 in the fake); a job finalized once
