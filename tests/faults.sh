@@ -91,6 +91,31 @@ check "harvest: slurmdbd down -> exit 1, says so" \
 check "harvest: slurmdbd down -> watermark kept" \
     [ "$(cat "$work/harvest-down/data/hpc-sizer/harvest.watermark")" = 1700000000 ]
 
+# A failing sacct holds its watermark, not the spools: before, the run
+# stopped there and no spool loaded until sacct worked again.
+mkdir -p "$work/harvest-down2/spool/incoming"
+echo '{"kind":"summary","job_id":"44","peak_rss_mb":100}' >"$work/harvest-down2/spool/incoming/44.ndjson"
+harvest_case down2 'exit 1'
+check "harvest: sacct fails -> exit 1, watermark kept" \
+    test "$(cat "$work/harvest-down2/rc")" = 1 -a "$(cat "$work/harvest-down2/data/hpc-sizer/harvest.watermark")" = 1700000000
+check "harvest: ... and the spool is loaded all the same" \
+    test -e "$work/harvest-down2/spool/incoming/done/44.ndjson" -a -n "$(hpc-store --db "$work/harvest-down2/h.db" dump --kind summary | grep '"job_id":"44"')"
+
+# One line hpc-ingest rejects: named, the rest stored, the watermark moves
+# (the line would be rejected on every retry, and the window would only
+# grow), exit 1. Before, the run stopped there: the watermark never moved
+# and no spool loaded again.
+mkdir -p "$work/harvest-reject/spool/incoming"
+echo '{"kind":"summary","job_id":"45","peak_rss_mb":100}' >"$work/harvest-reject/spool/incoming/45.ndjson"
+harvest_case reject "$good_sacct
+echo \"43|43|COMPLETED|1767261600|1767261660|1767265260|01:00:00|two|2G|01:00:00\""
+check "harvest: a rejected sacct line -> exit 1, the line named" \
+    test "$(cat "$work/harvest-reject/rc")" = 1 -a -n "$(grep 'line 3' "$work/harvest-reject/out")"
+check "harvest: ... the good job is stored and the watermark moved" \
+    test -n "$(hpc-store --db "$work/harvest-reject/h.db" dump --kind job | grep '"job_id":"41"')" -a \
+    "$(cat "$work/harvest-reject/data/hpc-sizer/harvest.watermark")" -gt 1700000000
+check "harvest: ... and the spool is loaded" test -e "$work/harvest-reject/spool/incoming/done/45.ndjson"
+
 harvest_case partial "$good_sacct
 exit 1"
 check "harvest: sacct dies after some output -> watermark kept" \
