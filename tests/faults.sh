@@ -95,11 +95,17 @@ check "harvest: slurmdbd down -> watermark kept" \
 # stopped there and no spool loaded until sacct worked again.
 mkdir -p "$work/harvest-down2/spool/incoming"
 echo '{"kind":"summary","job_id":"44","peak_rss_mb":100}' >"$work/harvest-down2/spool/incoming/44.ndjson"
-harvest_case down2 'exit 1'
+mkdir -p "$work/harvest-down2/spool/70"
+echo '{}' >"$work/harvest-down2/spool/70/n1.ndjson"
+touch -d '2 hours ago' "$work/harvest-down2/spool/70/n1.ndjson" "$work/harvest-down2/spool/70"
+harvest_case down2 "case \"\$*\" in *'-o State'*) touch '$work/harvest-down2/asked'; echo COMPLETED ;; *) exit 1 ;; esac"
 check "harvest: sacct fails -> exit 1, watermark kept" \
     test "$(cat "$work/harvest-down2/rc")" = 1 -a "$(cat "$work/harvest-down2/data/hpc-sizer/harvest.watermark")" = 1700000000
 check "harvest: ... and the spool is loaded all the same" \
     test -e "$work/harvest-down2/spool/incoming/done/44.ndjson" -a -n "$(hpc-store --db "$work/harvest-down2/h.db" dump --kind summary | grep '"job_id":"44"')"
+# (and the sweep, which asks sacct of each job and would wait on a hung
+# slurmdbd each time, waits for a run where sacct works)
+check "harvest: ... while no sweep asks the failing sacct of a left job" test ! -e "$work/harvest-down2/asked"
 
 # One line hpc-ingest rejects: named, the rest stored, the watermark moves
 # (the line would be rejected on every retry, and the window would only
@@ -115,6 +121,13 @@ check "harvest: ... the good job is stored and the watermark moved" \
     test -n "$(hpc-store --db "$work/harvest-reject/h.db" dump --kind job | grep '"job_id":"41"')" -a \
     "$(cat "$work/harvest-reject/data/hpc-sizer/harvest.watermark")" -gt 1700000000
 check "harvest: ... and the spool is loaded" test -e "$work/harvest-reject/spool/incoming/done/45.ndjson"
+# Every line rejected (a changed sacct format): the window is held.
+harvest_case reject-all 'echo "JobID|JobIDRaw|State|Submit|Start|End|Elapsed|AllocCPUS|ReqMem|TotalCPU"
+echo "43|43|COMPLETED|1767261600|1767261660|1767265260|01:00:00|two|2G|01:00:00"'
+check "harvest: every sacct line rejected -> exit 1, watermark kept, says so" \
+    test "$(cat "$work/harvest-reject-all/rc")" = 1 -a \
+    "$(cat "$work/harvest-reject-all/data/hpc-sizer/harvest.watermark")" = 1700000000 -a \
+    -n "$(grep 'rejected every line' "$work/harvest-reject-all/out")"
 
 harvest_case partial "$good_sacct
 exit 1"
