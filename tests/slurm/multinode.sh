@@ -11,7 +11,9 @@
 #    node's peak agrees with sacct's MaxRSS of the step that ran there within
 #    15 % (+ 8 MB for the batch step's own shells and srun clients on the
 #    first node); `hpc plot` draws a line per node. A 3-node job killed for
-#    memory on one node: oom_killed names that node.
+#    memory on one node: oom_killed names that node. A job requeued while
+#    it runs and run again on another node: the second run's node file is
+#    HOST.restart-1.ndjson, and its result is the second run's alone.
 # 2. The admin mode: the snippets of examples/admin/ set in slurm.conf
 #    (TaskProlog, Epilog); plain `sbatch` jobs of a user who does nothing
 #    are probed on every node and finalized by the Epilog (one that
@@ -165,6 +167,50 @@ v, unit = float(sys.argv[1][:-1]), sys.argv[1][-1]
 mib = v * {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1 << 20}[unit]
 assert mib >= float(sys.argv[2]) > 400, (mib, sys.argv[2])
 ' "${mem:-0M}" "${busiest:-0}"
+
+# ---------------------------------------------------------------- 1b. a requeued job
+# A job requeued while it runs and run again on another node: its first
+# run's node file stayed beside the second's, and hpc-finalize merged them as
+# two nodes (the first run's memory too). The second run writes
+# HOST.restart-1.ndjson (SLURM_RESTART_COUNT, as slurmd sets it), and its
+# result is the second run's alone.
+cat >requeue.sbatch <<EOF
+#!/bin/bash
+#SBATCH --job-name=mn-requeue
+#SBATCH --nodes=1 --ntasks=1 --mem=700M --time=00:05:00 --requeue
+if [ "\${SLURM_RESTART_COUNT:-0}" = 0 ]; then
+    python3 $work/work.py 400 0 0 120
+else
+    python3 $work/work.py 100 0 0 6
+fi
+EOF
+out=$(hpc submit --no-recommend -o "$work/requeue-%j.out" requeue.sbatch 2>requeue.err)
+rq=$(submitted_id "$out")
+[ -n "$rq" ] && jobs+=("$rq")
+check "hpc submit requeue.sbatch submits (job ${rq:-none})" [ -n "$rq" ]
+first=""
+for _ in $(seq 60); do
+    first=$(squeue -h -j "${rq:-0}" -t R -o %N 2>/dev/null)
+    [ -n "$first" ] && [ -n "$(find "$HPC_SIZER_SPOOL/$rq" -name "$first.ndjson" -size +2k 2>/dev/null)" ] && break
+    sleep 1
+done
+check "the requeue job runs on ${first:-no node}, its probe writing" test -n "$first"
+sleep 3
+scontrol requeue "${rq:-0}"
+# Pending again: it may not go back to the node of its first run.
+for _ in $(seq 30); do
+    scontrol update JobId="${rq:-0}" ExcNodeList="$first" >/dev/null 2>&1 && break
+    sleep 1
+done
+show "  requeue: " "$(scontrol show job "${rq:-0}" | grep -E 'JobState|Restarts|BeginTime|ExcNodeList')"
+check "the requeued job ran again and ended" wait_gone 240 "${rq:-0}"
+mapfile -t rfiles < <(cd "$HPC_SIZER_SPOOL/$rq" 2>/dev/null && ls -- *.ndjson)
+second=$(sacct -n -X -P -o NodeList -j "${rq:-0}" | head -n 1)
+check "its spool has the first run's $first.ndjson and the second's $second.restart-1.ndjson (${rfiles[*]})" \
+    test -s "$HPC_SIZER_SPOOL/$rq/$first.ndjson" -a -s "$HPC_SIZER_SPOOL/$rq/$second.restart-1.ndjson" -a "$first" != "$second"
+check "its finalized result is the second run's alone: one node ($second), under 250 MiB" \
+    json_is "$HPC_SIZER_SPOOL/incoming/$rq.ndjson" \
+    "any(x['kind'] == 'summary' and x.get('host') == '$second' and x['peak_rss_mb'] < 250 for x in r) and not any(x['kind'] == 'summary' and x.get('host') == '$first' for x in r)"
 
 # ---------------------------------------------------------------- 2. the admin mode
 admin=$work/admin
