@@ -173,6 +173,21 @@ check "monitor stop: the process it started is stopped" test ! -e "/proc/$probe"
 check "monitor stop: a pid it did not start is left alone" kill -0 "$victim"
 check "monitor stop: ... and the pids file is gone" test ! -e "$mo/spool/77/.monitor.n1.pids"
 kill "$victim" 2>/dev/null
+# A multi-node start that times out (a node's probe never wrote) wrote the
+# srun's pid without its start time, and stop then took the line for a
+# forged one: the probes already started ran on until the job's end.
+mkdir -p "$mo/bin"
+printf '#!/bin/sh\nexec sleep 300\n' >"$mo/bin/srun"
+chmod +x "$mo/bin/srun"
+PATH="$mo/bin:$PATH" SLURM_JOB_ID=78 SLURM_JOB_NUM_NODES=2 SLURMD_NODENAME=n1 HPC_SIZER_SPOOL=$mo/spool \
+    HPC_MONITOR_START_WAIT=1 hpc-monitor start >"$mo/out2" 2>&1
+check "monitor start: probes of 2 nodes that never write -> exit 1, says so" grep -q "of 2 node probes started in time" "$mo/out2"
+read -r srun_pid _ <"$mo/spool/78/.monitor.n1.pids"
+SLURM_JOB_ID=78 SLURMD_NODENAME=n1 HPC_SIZER_SPOOL=$mo/spool HPC_MONITOR_WAIT=1 hpc-monitor stop >>"$mo/out2" 2>&1
+sleep 0.2
+check "monitor stop after it: the srun it started is stopped" \
+    sh -c '[ ! -e "/proc/$1" ] || grep -q ") Z" "/proc/$1/stat"' sh "${srun_pid:-0}"
+kill "${srun_pid:-0}" 2>/dev/null
 
 # Issue 30: one FIFO in a user's spool made hpc-harvest exit 1 on every run,
 # so the sacct watermark never moved and re-flagging never ran. The entry is
