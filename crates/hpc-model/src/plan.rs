@@ -343,6 +343,13 @@ pub fn wrapper(script: &[u8], block_end: usize, monitor: &str, finalize: &str) -
         Some(a) => format!("{} {}", sh_quote(&interp), sh_quote(a)),
         None => sh_quote(&interp),
     };
+    // env takes a first word with '=' for a variable to set, not the
+    // command: an interpreter at such a path runs without it.
+    let dfl = if interp.contains('=') {
+        "# (not here: env would take the interpreter's path, which holds '=', for a variable)\n"
+    } else {
+        "if env --default-signal=INT,QUIT true 2>/dev/null; then\n    hpc_dfl=\"env --default-signal=INT,QUIT\"\nfi\n"
+    };
     let traps: String = FORWARDED
         .iter()
         .map(|s| format!("trap 'kill -{s} \"$hpc_pid\" 2>/dev/null' {s}\n"))
@@ -368,10 +375,7 @@ fi
 # sets them back (coreutils 8.31 on; without it they stay ignored).
 exec 3<&0
 hpc_dfl=
-if env --default-signal=INT,QUIT true 2>/dev/null; then
-    hpc_dfl="env --default-signal=INT,QUIT"
-fi
-$hpc_dfl {run} "$hpc_script" "$@" <&3 3<&- &
+{dfl}$hpc_dfl {run} "$hpc_script" "$@" <&3 3<&- &
 hpc_pid=$!
 exec 3<&-
 {traps}while :; do

@@ -165,6 +165,22 @@ fn int_and_quit_reach_the_script_as_they_would_without_the_wrapper() {
 }
 
 #[test]
+fn an_interpreter_whose_path_holds_an_equals_sign_runs() {
+    // env, which sets INT and QUIT back to their defaults, takes a first
+    // word with '=' for a variable: such an interpreter exited 127.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("opt=1");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink("/bin/sh", bin.join("sh")).unwrap();
+    let (code, log, out) = run_wrapped(
+        dir.path(),
+        &format!("#!{}/sh\necho \"ran with $1\"\n", bin.display()),
+    );
+    assert_eq!((code, out.as_str()), (0, "ran with arg one\n"), "{log}");
+    assert!(log.ends_with("finalize 77\n"), "{log}");
+}
+
+#[test]
 fn the_script_runs_through_its_interpreter_without_exec_permission() {
     // Issue 29: on a noexec TMPDIR every job exited 126. The copy is read
     // by its interpreter, so it needs no exec permission: the wrapper never
