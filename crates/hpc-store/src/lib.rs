@@ -278,6 +278,7 @@ pub fn put_spool(
     // folder's own, and a folder swapped for another (or for a link to
     // another user's) after this is not the one read.
     let handle = open_folder(dir)?;
+    let _lock = lock_spool(&handle, dir)?;
     let owner = spool_owner(&handle);
     // A file is moved to done/ once its records are committed, and never
     // read again: the commit must outlive a power loss.
@@ -601,6 +602,45 @@ fn unclaim_all(pinned: &Path, folder: &fs::File, dir: &Path) -> Result<()> {
 /// Opens a spool folder to load, refusing a link (whose owner is not the
 /// folder's: a link to another user's folder must not get it read as
 /// theirs) or anything but a folder.
+/// How long a loader waits for another that loads the same spool.
+const SPOOL_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Locks the spool folder (`flock` on its descriptor) against a second
+/// loader. Two at once could each claim a file (.loading.NAME) the other had
+/// claimed, and a file replaced between the two claims went to done/ unread.
+/// Waits [`SPOOL_LOCK_WAIT`], then leaves the spool to the other loader
+/// (an error: the run says so, and nothing is lost). On a file system
+/// without locks the spool is loaded unlocked, with a warning.
+fn lock_spool(handle: &fs::File, dir: &Path) -> Result<Option<nix::fcntl::Flock<fs::File>>> {
+    use nix::errno::Errno;
+    use nix::fcntl::{Flock, FlockArg};
+    let start = std::time::Instant::now();
+    loop {
+        let fd = handle
+            .try_clone()
+            .ctx(|| format!("cannot lock spool {}", shown(dir)))?;
+        match Flock::lock(fd, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(Some(lock)),
+            Err((_, Errno::EWOULDBLOCK)) if start.elapsed() < SPOOL_LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            Err((_, Errno::EWOULDBLOCK)) => {
+                return Err(Error::Other(format!(
+                    "spool {}: another hpc-store is loading it (it holds the folder's lock); left to it",
+                    shown(dir)
+                )))
+            }
+            Err((_, e)) => {
+                hpc_core::note!(
+                    "hpc-store: cannot lock spool {} ({e}): a second loader at once would not be kept apart",
+                    shown(dir)
+                );
+                return Ok(None);
+            }
+        }
+    }
+}
+
 fn open_folder(dir: &Path) -> Result<fs::File> {
     use nix::fcntl::OFlag;
     use std::os::unix::fs::OpenOptionsExt;

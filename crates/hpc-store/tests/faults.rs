@@ -985,6 +985,39 @@ fn a_file_replaced_while_it_is_loaded_stays_for_the_next_run() {
 // A run killed after it claimed a file (renamed it .loading.NAME to move
 // it) leaves it there; the next run puts it back under its name, says so,
 // and loads it (loading again is idempotent).
+/// Two loaders of one spool at once could each claim (.loading.NAME) a
+/// file the other had claimed, and a file replaced between the two claims
+/// went to done/ unread, exit 0. A loader waits while another holds the
+/// spool folder's lock, then loads.
+#[test]
+fn a_second_loader_waits_for_the_one_that_holds_the_spool() {
+    use nix::fcntl::{Flock, FlockArg};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spool = dir.path().join("spool");
+    fs::create_dir(&spool).unwrap();
+    fs::write(spool.join("41.ndjson"), some_jobs(3)).unwrap();
+    let held = Flock::lock(fs::File::open(&spool).unwrap(), FlockArg::LockExclusive).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_hpc-store"))
+        .args(["--db", db.to_str().unwrap(), "put", "--spool"])
+        .arg(&spool)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        spool.join("41.ndjson").exists() && !spool.join("done").exists(),
+        "it loaded while another held the spool"
+    );
+    drop(held);
+    let out = finish_within(child, Duration::from_secs(20), "the waiting loader");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(spool.join("done/41.ndjson").exists());
+    assert_eq!(count_jobs(&db), 3);
+}
+
 #[test]
 fn a_file_claimed_by_a_killed_run_is_loaded_by_the_next() {
     let dir = tempfile::tempdir().unwrap();
