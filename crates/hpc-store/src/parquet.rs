@@ -304,7 +304,7 @@ fn write_partition(
 /// A partition written replaces the file of its date, so it holds every job
 /// of that date: `since` and `until` are widened to whole UTC days, and with
 /// either the unfinished jobs' partition is written whole (its jobs are not
-/// dated). A filter on anything else (user, partition, tool, job, a limit)
+/// dated); it is removed when no job is unfinished any more. A filter on anything else (user, partition, tool, job, a limit)
 /// would replace whole partitions with its jobs alone: it writes only into
 /// a folder that holds no partition yet.
 pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> hpc_db::Result<ExportStats> {
@@ -327,23 +327,45 @@ pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> hpc_db::Result<E
     hpc_core::paths::create_private_dir(dir)?;
     let names: Vec<&str> = columns().iter().map(|(c, _)| *c).collect();
     let each = |f: &JobFilter| store.jobs_by_end(f, &names, |rows| export_rows(dir, rows));
-    if whole_days.since.is_none() && whole_days.until.is_none() {
+    if narrowed.limit.is_some() {
+        // A count of the latest jobs, into a new folder: one query.
         return each(filter);
     }
-    let dated = each(&JobFilter {
-        since: whole_days.since,
-        until: whole_days.until,
-        ended: Some(true),
-        ..filter.clone()
-    })?;
-    let unfinished = each(&JobFilter {
-        ended: Some(false),
-        ..narrowed
-    })?;
-    Ok(ExportStats {
-        jobs: dated.jobs + unfinished.jobs,
-        partitions: dated.partitions + unfinished.partitions,
-        bytes: dated.bytes + unfinished.bytes,
+    // The two queries see one state of the history: a job that ended
+    // between them would be in neither partition, or in both.
+    store.in_one_snapshot(|| {
+        let unfinished = each(&JobFilter {
+            ended: Some(false),
+            ..narrowed.clone()
+        })?;
+        if unfinished.jobs == 0 {
+            // Every job that was unfinished has ended since the last export:
+            // their old partition would show them twice.
+            let old = dir.join(format!("{PARTITION_KEY}={DEFAULT_PARTITION}"));
+            match fs::remove_file(old.join(PART_FILE)) {
+                Ok(()) => {
+                    let _ = fs::remove_dir(&old);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(hpc_db::Error::other(format!(
+                        "cannot remove the old partition of unfinished jobs {}: {e}",
+                        hpc_core::paths::shown(&old)
+                    )))
+                }
+            }
+        }
+        let dated = each(&JobFilter {
+            since: whole_days.since,
+            until: whole_days.until,
+            ended: Some(true),
+            ..filter.clone()
+        })?;
+        Ok(ExportStats {
+            jobs: dated.jobs + unfinished.jobs,
+            partitions: dated.partitions + unfinished.partitions,
+            bytes: dated.bytes + unfinished.bytes,
+        })
     })
 }
 

@@ -255,6 +255,53 @@ fn export_writes_private_date_partitions_and_replaces_them() {
     assert_same("after re-export", &s, &p);
 }
 
+/// The unfinished jobs' partition goes when none is unfinished any more.
+/// Before, a re-export wrote no partition for them and left the old one:
+/// each job that had ended since was in the dataset twice.
+#[test]
+fn the_unfinished_jobs_partition_goes_when_they_have_all_ended() {
+    let home = tempfile::tempdir().unwrap();
+    let db = home.path().join("h.db");
+    let job = |state: &str, end: &str, is_final: bool| {
+        format!(
+            "{{\"kind\":\"job\",\"cluster\":\"c\",\"job_id\":\"7\",\"job_id_raw\":\"7\",\"user\":\"alice\",\"state\":\"{state}\",\"submit\":\"2026-03-01T10:00:00Z\",\"start\":\"2026-03-01T10:01:00Z\",\"end\":{end},\"alloc_cpus\":2,\"req_mem_mb\":1024.0,\"is_final\":{is_final}}}\n"
+        )
+    };
+    let put = |text: String| {
+        let f = home.path().join("in.ndjson");
+        fs::write(&f, text).unwrap();
+        ok(
+            cmd(home.path())
+                .arg("--db")
+                .arg(&db)
+                .arg("put")
+                .arg(&f)
+                .output()
+                .unwrap(),
+            "put",
+        );
+    };
+    put(job("RUNNING", "null", false));
+    let dir = home.path().join("ds");
+    let unfinished = dir.join("end_date=__HIVE_DEFAULT_PARTITION__");
+    export(&Store::open(&db).unwrap(), &dir, &JobFilter::default()).unwrap();
+    assert!(unfinished.exists());
+    put(job("COMPLETED", "\"2026-03-01T12:00:00Z\"", true));
+    let store = Store::open(&db).unwrap();
+    let st = export(&store, &dir, &JobFilter::default()).unwrap();
+    assert_eq!(st.jobs, 1);
+    assert!(
+        !unfinished.exists(),
+        "the old partition of unfinished jobs stays"
+    );
+    let rows = |r| finish(By::User, r, &Groups::new()).0;
+    assert_same(
+        "after the job ended",
+        &rows(sqlite_rows(&store, By::User, &JobFilter::default()).unwrap()),
+        &rows(parquet_rows(&dir, By::User, &JobFilter::default()).unwrap()),
+    );
+}
+
 /// A re-export with a time bound, or into a fresh folder with any filter,
 /// leaves a dataset that still holds every job. Before, each partition it
 /// wrote was replaced by the filtered jobs alone: the first day's lost the
