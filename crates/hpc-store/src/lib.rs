@@ -328,6 +328,19 @@ pub fn put_spool(
         if already_moved(&path, dir)? {
             continue;
         }
+        // Its claim's name must fit a file name, or the file would be
+        // loaded and then fail to move, on every run.
+        if claim_path(&path)
+            .file_name()
+            .is_some_and(|n| n.len() > NAME_MAX)
+        {
+            hpc_core::note!(
+                "hpc-store: {name}: a name over {} bytes cannot be moved once loaded (it becomes {CLAIM_PREFIX}NAME); rename it; left alone",
+                NAME_MAX - CLAIM_PREFIX.len()
+            );
+            total.skipped += 1;
+            continue;
+        }
         let file = match open_spool_file(&path, opts.settle_s, owner.uid) {
             Ok(Some(f)) => f,
             Ok(None) => {
@@ -574,6 +587,8 @@ fn claim_path(path: &Path) -> PathBuf {
 
 /// See [`claim_path`].
 const CLAIM_PREFIX: &str = ".loading.";
+/// The longest file name, in bytes (Linux's NAME_MAX).
+const NAME_MAX: usize = 255;
 
 /// Puts back every file a killed run had claimed (see [`claim_path`]) under
 /// its own name, to be loaded again (loading is idempotent).

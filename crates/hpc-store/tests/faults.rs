@@ -1018,6 +1018,28 @@ fn a_second_loader_waits_for_the_one_that_holds_the_spool() {
     assert_eq!(count_jobs(&db), 3);
 }
 
+/// A name too long for its claim (.loading.NAME over 255 bytes): it was
+/// loaded, then the move failed and the whole spool stopped, on every run.
+/// Now it is left alone with a message, and the others load.
+#[test]
+fn a_spool_file_whose_claim_would_not_fit_a_name_is_left_and_the_rest_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let spool = dir.path().join("spool");
+    fs::create_dir(&spool).unwrap();
+    let long = format!("{}.ndjson", "4".repeat(243));
+    fs::write(spool.join(&long), some_jobs(2)).unwrap();
+    fs::write(spool.join("5.ndjson"), some_jobs(3)).unwrap();
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot be moved once loaded"), "{err}");
+    assert!(
+        spool.join(&long).exists() && spool.join("done/5.ndjson").exists(),
+        "{err}"
+    );
+}
+
 #[test]
 fn a_file_claimed_by_a_killed_run_is_loaded_by_the_next() {
     let dir = tempfile::tempdir().unwrap();
