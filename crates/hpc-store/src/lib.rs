@@ -288,7 +288,7 @@ pub fn put_spool(
         std::os::fd::AsRawFd::as_raw_fd(&handle)
     ));
     {
-        let _as_owner = AsOwner::of(&owner);
+        let _as_owner = AsOwner::of(&owner)?;
         unclaim_all(pinned, &handle, dir)?;
     }
     let mut names: Vec<PathBuf> = fs::read_dir(pinned)
@@ -393,7 +393,7 @@ pub fn put_spool(
         // new file: it is put back (loaded next run); after it, the new file
         // is NAME's and untouched. (Checked by NAME and then moved by NAME,
         // a file replaced between the two was moved unread or removed.)
-        let _as_owner = AsOwner::of(&owner);
+        let _as_owner = AsOwner::of(&owner)?;
         let file_name = path.file_name().expect("a spool entry has a name");
         let claim = claim_path(&path);
         fs::rename(&path, &claim).ctx(|| format!("cannot rename {name} to claim it"))?;
@@ -454,13 +454,23 @@ struct SpoolOwner {
     gid: u32,
 }
 
+/// The group of an owner without a passwd entry (the kernel's overflow
+/// gid, `nogroup`).
+const OVERFLOW_GID: u32 = 65534;
+
 fn spool_owner(folder: &fs::File) -> SpoolOwner {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid();
     match folder.metadata() {
+        // The owner's own group, not the folder's: a folder root made and
+        // gave to the user may still have group 0, and acting with it would
+        // reach what root's group may write.
         Ok(m) if me.is_root() => SpoolOwner {
             uid: m.uid(),
-            gid: m.gid(),
+            gid: nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(m.uid()))
+                .ok()
+                .flatten()
+                .map_or(OVERFLOW_GID, |u| u.gid.as_raw()),
         },
         _ => SpoolOwner {
             uid: me.as_raw(),
@@ -706,16 +716,41 @@ struct AsOwner {
 }
 
 impl AsOwner {
-    fn of(owner: &SpoolOwner) -> Option<AsOwner> {
+    /// Acts as `owner` (root only); an error when that could not be done
+    /// wholly, with nothing changed.
+    fn of(owner: &SpoolOwner) -> Result<Option<AsOwner>> {
         use nix::unistd::{getgroups, setfsgid, setfsuid, setgroups, Gid, Uid};
         if !nix::unistd::geteuid().is_root() || owner.uid == 0 {
-            return None;
+            return Ok(None);
         }
-        let groups = getgroups().unwrap_or_default();
-        let _ = setgroups(&[]);
-        let gid = setfsgid(Gid::from_raw(owner.gid));
-        let uid = setfsuid(Uid::from_raw(owner.uid));
-        Some(AsOwner { uid, gid, groups })
+        let fail = |what: &str, e: String| {
+            Error::Other(format!(
+                "cannot act as the spool's owner (uid {}): {what}: {e}",
+                owner.uid
+            ))
+        };
+        let groups = getgroups().map_err(|e| fail("reading root's groups", e.to_string()))?;
+        setgroups(&[]).map_err(|e| fail("setting root's groups aside", e.to_string()))?;
+        // From here on, dropping it restores what was changed.
+        let mut me = AsOwner {
+            uid: Uid::current(),
+            gid: Gid::current(),
+            groups,
+        };
+        me.gid = setfsgid(Gid::from_raw(owner.gid));
+        me.uid = setfsuid(Uid::from_raw(owner.uid));
+        // Each returns the id before; asked again, the one in force.
+        let (uid, gid) = (
+            setfsuid(Uid::from_raw(owner.uid)),
+            setfsgid(Gid::from_raw(owner.gid)),
+        );
+        if uid.as_raw() != owner.uid || gid.as_raw() != owner.gid {
+            return Err(fail(
+                "the file system ids did not change",
+                format!("uid {uid}, gid {gid}"),
+            ));
+        }
+        Ok(Some(me))
     }
 }
 

@@ -415,6 +415,16 @@ fn root_loads_the_files_of_the_spool_folders_owner() {
     assert!(err.contains("Permission denied"), "{err}");
     assert_eq!(fs::read_dir(&other).unwrap().count(), 0, "{err}");
     assert!(theirs.exists(), "left in place: {err}");
+    // Her spool folder of group 0 (root made it and gave it to her): acting
+    // as her, root took the folder's group, and group 0 reached the other
+    // user's folder. Her own group (nobody's, 65534) is taken now.
+    chown(&spool, Some(65534), Some(0)).unwrap();
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert_eq!(fs::read_dir(&other).unwrap().count(), 0, "{err}");
+    assert!(theirs.exists(), "left in place: {err}");
 }
 
 // The spool's owner can swap `done/` for a link at any time: a loader (root
