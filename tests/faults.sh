@@ -185,6 +185,7 @@ check "monitor start: probes of 2 nodes that never write -> exit 1, says so" gre
 read -r srun_pid _ <"$mo/spool/78/.monitor.n1.pids"
 SLURM_JOB_ID=78 SLURMD_NODENAME=n1 HPC_SIZER_SPOOL=$mo/spool HPC_MONITOR_WAIT=1 hpc-monitor stop >>"$mo/out2" 2>&1
 sleep 0.2
+# shellcheck disable=SC2016 # the inner shell expands them
 check "monitor stop after it: the srun it started is stopped" \
     sh -c '[ ! -e "/proc/$1" ] || grep -q ") Z" "/proc/$1/stat"' sh "${srun_pid:-0}"
 kill "${srun_pid:-0}" 2>/dev/null
