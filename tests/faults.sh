@@ -254,12 +254,15 @@ fi
 # exit 1 for "some lines rejected", wrote an empty series over the job's
 # archive and an empty result to incoming/, and the sweep, seeing the
 # archive, later removed the node files.
+# node_file JOB HOST [RSS]: a probe's file of three samples, each of RSS
+# MB (default 100, 200 and 300).
+node_file() {
+    echo "{\"kind\":\"meta\",\"job_id\":\"$1\",\"host\":\"$2\",\"start\":1767261660,\"interval_s\":1,\"req_cpus\":2,\"req_mem_mb\":2048,\"nnodes\":1,\"probe_version\":\"t\"}"
+    for t in 1 2 3; do echo "{\"kind\":\"sample\",\"t\":$((1767261660 + t)),\"host\":\"$2\",\"job_id\":\"$1\",\"rss_mb\":${3:-$((100 * t))}}"; done
+}
 fz=$work/finalize
 mkdir -p "$fz/spool/61"
-{
-    echo '{"kind":"meta","job_id":"61","host":"n1","start":1767261660,"interval_s":1,"req_cpus":2,"req_mem_mb":2048,"nnodes":1,"probe_version":"t"}'
-    for t in 1 2 3; do echo "{\"kind\":\"sample\",\"t\":$((1767261660 + t)),\"host\":\"n1\",\"job_id\":\"61\",\"rss_mb\":$((100 * t))}"; done
-} >"$fz/spool/61/n1.ndjson"
+node_file 61 n1 >"$fz/spool/61/n1.ndjson"
 HPC_SIZER_SPOOL=$fz/spool hpc-finalize --no-sacct 61 >"$fz/out1" 2>&1
 check "finalize: a good job is finalized (exit $?)" test -s "$fz/spool/incoming/61.ndjson"
 cp "$fz/spool/archive/61.series.ndjson.gz" "$fz/series.before"
@@ -276,10 +279,6 @@ check "finalize: ... and it says the node files stay" grep -q "merged nothing; t
 # merged beside the second's as another node (its memory too). hpc-monitor
 # names a later run's files HOST.restart-N.ndjson, and only the last run's
 # are merged.
-node_file() { # JOB HOST RSS: a probe's file of three samples
-    echo "{\"kind\":\"meta\",\"job_id\":\"$1\",\"host\":\"$2\",\"start\":1767261660,\"interval_s\":1,\"req_cpus\":2,\"req_mem_mb\":2048,\"nnodes\":1,\"probe_version\":\"t\"}"
-    for t in 1 2 3; do echo "{\"kind\":\"sample\",\"t\":$((1767261660 + t)),\"host\":\"$2\",\"job_id\":\"$1\",\"rss_mb\":$3}"; done
-}
 mkdir -p "$fz/spool/63"
 node_file 63 n1 900 >"$fz/spool/63/n1.ndjson"
 node_file 63 n2 700 >"$fz/spool/63/n2.restart-1.ndjson"
@@ -323,10 +322,7 @@ EOF
 )"
 for j in 51 52 53 54 55 56; do
     mkdir -p "$sw/spool/$j"
-    {
-        echo "{\"kind\":\"meta\",\"job_id\":\"$j\",\"host\":\"n1\",\"start\":1767261660,\"interval_s\":1,\"req_cpus\":2,\"req_mem_mb\":2048,\"nnodes\":1,\"probe_version\":\"t\"}"
-        for t in 1 2 3; do echo "{\"kind\":\"sample\",\"t\":$((1767261660 + t)),\"host\":\"n1\",\"job_id\":\"$j\",\"rss_mb\":$((100 * t))}"; done
-    } >"$sw/spool/$j/n1.ndjson"
+    node_file "$j" n1 >"$sw/spool/$j/n1.ndjson"
     touch -d '2 hours ago' "$sw/spool/$j/n1.ndjson" "$sw/spool/$j"
 done
 for j in 54 55; do echo '{"kind":"sample","t":1,"job_id":"'$j'","rss_mb":1}' | gzip >"$sw/spool/archive/$j.series.ndjson.gz"; done

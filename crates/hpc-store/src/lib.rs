@@ -330,9 +330,9 @@ pub fn put_spool(
         }
         // Its claim's name must fit a file name, or the file would be
         // loaded and then fail to move, on every run.
-        if claim_path(&path)
+        if path
             .file_name()
-            .is_some_and(|n| n.len() > NAME_MAX)
+            .is_some_and(|n| CLAIM_PREFIX.len() + n.len() > NAME_MAX)
         {
             hpc_core::note!(
                 "hpc-store: {name}: a name over {} bytes cannot be moved once loaded (it becomes {CLAIM_PREFIX}NAME); rename it; left alone",
@@ -624,9 +624,6 @@ fn unclaim_all(pinned: &Path, folder: &fs::File, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Opens a spool folder to load, refusing a link (whose owner is not the
-/// folder's: a link to another user's folder must not get it read as
-/// theirs) or anything but a folder.
 /// How long a loader waits for another that loads the same spool.
 const SPOOL_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -640,13 +637,14 @@ fn lock_spool(handle: &fs::File, dir: &Path) -> Result<Option<nix::fcntl::Flock<
     use nix::errno::Errno;
     use nix::fcntl::{Flock, FlockArg};
     let start = std::time::Instant::now();
+    let mut fd = handle
+        .try_clone()
+        .ctx(|| format!("cannot lock spool {}", shown(dir)))?;
     loop {
-        let fd = handle
-            .try_clone()
-            .ctx(|| format!("cannot lock spool {}", shown(dir)))?;
         match Flock::lock(fd, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => return Ok(Some(lock)),
-            Err((_, Errno::EWOULDBLOCK)) if start.elapsed() < SPOOL_LOCK_WAIT => {
+            Err((back, Errno::EWOULDBLOCK)) if start.elapsed() < SPOOL_LOCK_WAIT => {
+                fd = back;
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             Err((_, Errno::EWOULDBLOCK)) => {
@@ -666,6 +664,9 @@ fn lock_spool(handle: &fs::File, dir: &Path) -> Result<Option<nix::fcntl::Flock<
     }
 }
 
+/// Opens a spool folder to load, refusing a link (whose owner is not the
+/// folder's: a link to another user's folder must not get it read as
+/// theirs) or anything but a folder.
 fn open_folder(dir: &Path) -> Result<fs::File> {
     use nix::fcntl::OFlag;
     use std::os::unix::fs::OpenOptionsExt;
@@ -731,15 +732,13 @@ impl AsOwner {
         };
         let groups = getgroups().map_err(|e| fail("reading root's groups", e.to_string()))?;
         setgroups(&[]).map_err(|e| fail("setting root's groups aside", e.to_string()))?;
-        // From here on, dropping it restores what was changed.
-        let mut me = AsOwner {
-            uid: Uid::current(),
-            gid: Gid::current(),
+        // Each returns the id before (kept: dropping `me` restores them all);
+        // asked again, the one in force.
+        let me = AsOwner {
+            gid: setfsgid(Gid::from_raw(owner.gid)),
+            uid: setfsuid(Uid::from_raw(owner.uid)),
             groups,
         };
-        me.gid = setfsgid(Gid::from_raw(owner.gid));
-        me.uid = setfsuid(Uid::from_raw(owner.uid));
-        // Each returns the id before; asked again, the one in force.
         let (uid, gid) = (
             setfsuid(Uid::from_raw(owner.uid)),
             setfsgid(Gid::from_raw(owner.gid)),

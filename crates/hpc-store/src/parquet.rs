@@ -246,9 +246,12 @@ impl Batch {
     }
 }
 
+/// Seconds in a day.
+const DAY: i64 = 86_400;
+
 /// The UTC day (days since the epoch) of an epoch second.
 fn day_of(epoch: i64) -> i64 {
-    epoch.div_euclid(86_400)
+    epoch.div_euclid(DAY)
 }
 
 /// `end_ts` as epoch seconds (None: the job has no end).
@@ -304,15 +307,15 @@ fn write_partition(
 /// A partition written replaces the file of its date, so it holds every job
 /// of that date: `since` and `until` are widened to whole UTC days, and with
 /// either the unfinished jobs' partition is written whole (its jobs are not
-/// dated); it is removed when no job is unfinished any more. A filter on anything else (user, partition, tool, job, a limit)
-/// would replace whole partitions with its jobs alone: it writes only into
-/// a folder that holds no partition yet.
+/// dated); it is removed when no job is unfinished any more. A filter on
+/// anything else (user, partition, tool, job, a limit) would replace whole
+/// partitions with its jobs alone: it writes only into a folder that holds
+/// no partition yet.
 pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> hpc_db::Result<ExportStats> {
-    let whole_days = JobFilter {
-        since: filter.since.map(day_start),
-        until: filter.until.map(|t| day_start(t - 1) + DAY),
-        ..JobFilter::default()
-    };
+    // Whole UTC days: from the start of since's, to the end of the day of
+    // the second before until.
+    let since = filter.since.map(|t| day_of(t) * DAY);
+    let until = filter.until.map(|t| (day_of(t - 1) + 1) * DAY);
     let narrowed = JobFilter {
         since: None,
         until: None,
@@ -356,8 +359,8 @@ pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> hpc_db::Result<E
             }
         }
         let dated = each(&JobFilter {
-            since: whole_days.since,
-            until: whole_days.until,
+            since,
+            until,
             ended: Some(true),
             ..filter.clone()
         })?;
@@ -367,14 +370,6 @@ pub fn export(store: &Store, dir: &Path, filter: &JobFilter) -> hpc_db::Result<E
             bytes: dated.bytes + unfinished.bytes,
         })
     })
-}
-
-/// Seconds in a day.
-const DAY: i64 = 86_400;
-
-/// The start (UTC) of the day that holds epoch second `t`.
-fn day_start(t: i64) -> i64 {
-    t.div_euclid(DAY) * DAY
 }
 
 /// Whether `dir` holds a partition folder of a dataset already.
