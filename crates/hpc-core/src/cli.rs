@@ -41,7 +41,10 @@ fn parse_to<T: argh::FromArgs>(
             }
         },
         Err(()) => {
-            crate::note!("{cmd}: {}", e.output.trim_end());
+            // argh's message may take more than one line: a note each.
+            for line in e.output.trim_end().lines() {
+                crate::note!("{cmd}: {line}");
+            }
             Exit::Usage.into()
         }
     })

@@ -127,13 +127,26 @@ impl Error {
 
 /// Writes one line to stderr, best effort: a stderr that cannot be written
 /// (`2>/dev/full`, a closed terminal) must not panic a tool, whose exit code
-/// still tells what happened. Use it instead of `eprintln!`.
+/// still tells what happened. Control characters in the message are
+/// written escaped (see [`crate::paths::escaped`]): a message quotes input
+/// (a job name, a field sacct printed), and a newline or an escape code in
+/// it must neither forge a line nor drive the terminal. Use it instead of
+/// `eprintln!`.
 #[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => {{
-        use ::std::io::Write as _;
-        let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
+        $crate::error::write_note(&::std::format!($($arg)*));
     }};
+}
+
+/// What [`note!`] writes: `message`, escaped, as one line on stderr.
+pub fn write_note(message: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{}",
+        crate::paths::escaped(message)
+    );
 }
 
 /// Runs a tool's result through the shared error handling: prints the error

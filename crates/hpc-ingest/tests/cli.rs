@@ -770,6 +770,32 @@ fn help_that_cannot_be_written_fails() {
 }
 
 #[test]
+fn values_quoted_in_messages_are_escaped() {
+    // Whatever sacct printed (a job name, any field a user sets) and a
+    // JSON string's newline reach the terminal escaped: no escape code
+    // runs, no line is forged.
+    let out = ingest(
+        &["--ndjson"],
+        b"JobID|State|Elapsed\n1|COMPLETED|\x1b]0;pwn\x07\x1b[2J\n",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("Elapsed '\\u{1b}]0;pwn\\u{7}\\u{1b}[2J'"),
+        "{err}"
+    );
+    assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err}");
+    // The unit separator harvest reads sacct with, named in a message.
+    let out = ingest(
+        &["--ndjson", "--delimiter", "\x1f"],
+        b"JobID\x1fState\n1\x1fCOMPLETED\x1fextra\n",
+    );
+    let err = stderr(&out);
+    assert!(err.contains("a '\\u{1f}' inside a value"), "{err}");
+    assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err}");
+}
+
+#[test]
 fn file_names_in_messages_are_escaped() {
     let dir = tempfile::tempdir().unwrap();
     let odd = dir.path().join("in\n\x1b[31m.txt");
