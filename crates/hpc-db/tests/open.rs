@@ -39,3 +39,18 @@ fn a_writer_waits_for_a_reader_of_a_new_file_before_switching_it_to_wal() {
         .unwrap();
     assert_eq!(mode, "wal");
 }
+
+/// A writer's commits are durable (synchronous=FULL): hpc-harvest moves its
+/// sacct watermark past what hpc-ingest committed, and a spool's file goes
+/// to done/ once its records are; at NORMAL, a power loss may take back the
+/// last commits in WAL mode.
+#[test]
+fn a_writer_commits_durably() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("h.db")).unwrap();
+    let sync: i64 = store
+        .conn()
+        .pragma_query_value(None, "synchronous", |r| r.get(0))
+        .unwrap();
+    assert_eq!(sync, 2, "FULL");
+}

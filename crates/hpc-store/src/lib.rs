@@ -280,9 +280,6 @@ pub fn put_spool(
     let handle = open_folder(dir)?;
     let _lock = lock_spool(&handle, dir)?;
     let owner = spool_owner(&handle);
-    // A file is moved to done/ once its records are committed, and never
-    // read again: the commit must outlive a power loss.
-    store.set_durable()?;
     let pinned = &PathBuf::from(format!(
         "/proc/self/fd/{}",
         std::os::fd::AsRawFd::as_raw_fd(&handle)

@@ -4,10 +4,10 @@ use hpc_core::ndjson::Rejects;
 use hpc_db::Store;
 use hpc_store::{put_spool, SpoolOptions};
 
-/// Writers open the database at synchronous=NORMAL, whose last commits a
-/// power loss may undo in WAL mode; a spool file is moved to done/ once its
-/// records are committed and never read again, so a spool load commits at
-/// FULL. (Before, its records could be lost for good after a crash.)
+/// A spool file is moved to done/ once its records are committed and never
+/// read again, so a spool load commits at synchronous=FULL, as every writer
+/// now does (at NORMAL, a power loss may undo the last commits in WAL mode,
+/// and its records were lost for good).
 #[test]
 fn a_spool_load_commits_at_full_synchronous() {
     let dir = tempfile::tempdir().unwrap();
@@ -24,7 +24,7 @@ fn a_spool_load_commits_at_full_synchronous() {
             .pragma_query_value(None, "synchronous", |r| r.get(0))
             .unwrap()
     };
-    assert_eq!(level(&store), 1, "writers open at NORMAL");
+    assert_eq!(level(&store), 2, "writers open at FULL");
     let mut rejects = Rejects::new("hpc-store");
     let rep = put_spool(
         &mut store,
