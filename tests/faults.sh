@@ -345,6 +345,41 @@ check "sweep: the finalized job 55 loses its node files and keeps its archive" \
     test ! -d "$sw/spool/55" -a "$(gzip -dc "$sw/spool/archive/55.series.ndjson.gz" | wc -l)" = 1
 check "sweep: the store has jobs 51 and 54 with their summaries" \
     test "$(hpc-store --db "$sw/h.db" dump --kind summary | grep -c -e '"job_id":"51"' -e '"job_id":"54"')" -ge 2
+# Node files nothing can be merged from (every line rejected) failed every
+# sweep for ever, each harvest exiting 1 on them. Unchanged for
+# HPC_SWEEP_GIVEUP seconds, they are moved whole to unusable/ and reported
+# once (57); younger ones stay and fail as before (58).
+sg=$work/sweep-giveup
+mkdir -p "$sg/bin" "$sg/data/hpc-sizer" "$sg/spool"
+fake_sacct "$sg/bin/sacct" "$(cat <<'EOF'
+case "$*" in
+    *"-o State"*) echo COMPLETED ;;
+    *) echo "JobID|JobIDRaw|State|Submit|Start|End|Elapsed|AllocCPUS|ReqMem|TotalCPU" ;;
+esac
+EOF
+)"
+for j in 57 58; do
+    mkdir -p "$sg/spool/$j"
+    printf 'not a record\n{"kind":"sample"\n' >"$sg/spool/$j/n1.ndjson"
+done
+touch -d '8 days ago' "$sg/spool/57/n1.ndjson" "$sg/spool/57"
+touch -d '2 hours ago' "$sg/spool/58/n1.ndjson" "$sg/spool/58"
+giveup_run() {
+    XDG_DATA_HOME=$sg/data PATH="$sg/bin:$PATH" HPC_SIZER_SPOOL=$sg/spool HPC_SWEEP_AFTER=60 \
+        HPC_SWEEP_GIVEUP=604800 hpc-harvest --db "$sg/h.db" >"$sg/out$1" 2>&1
+    echo $? >"$sg/rc$1"
+}
+giveup_run 1
+check "sweep: unusable node files a week old: harvest exits 1 ($(cat "$sg/rc1"))" [ "$(cat "$sg/rc1")" = 1 ]
+check "sweep: ... they are moved whole to unusable/57" \
+    cmp -s <(printf 'not a record\n{"kind":"sample"\n') "$sg/spool/unusable/57/n1.ndjson"
+check "sweep: ... and it says so" grep -q "moved to $sg/spool/unusable/57, nothing removed" "$sg/out1"
+check "sweep: unusable node files 2 hours old stay" test -s "$sg/spool/58/n1.ndjson"
+rm -rf "$sg/spool/58"
+giveup_run 2
+check "sweep: the next harvest leaves unusable/ alone and exits 0 ($(cat "$sg/rc2"))" \
+    test "$(cat "$sg/rc2")" = 0 -a -s "$sg/spool/unusable/57/n1.ndjson"
+
 # --resubmit: the next run gets the same spools (a name with a space and a
 # quote), word for word, as /bin/sh reads sbatch's --wrap.
 odd="$sw/it's a spool"
