@@ -17,7 +17,11 @@ one value for all of its warm jobs (every job but the first, which runs at
 its request as in the backtest) that runs out on at most K of them, rounded
 up to the backtest's 16 MiB step, and its MAQ: in hindsight, what any sizing
 that gives every job the same value could reach at K misses. bench/model.sh
-sets K to p95 x 1.2's misses on one loose group alone.
+sets K to p95 x 1.2's misses on one loose group alone. With K0 K1 after K
+(the misses of our two curve points around K), also that best value's MAQ
+at K0 and at K1, interpolated at K as the equal footing interpolates ours:
+what a curve of points each at the best in hindsight would be credited with
+at K.
 
 Usage: python3 bench/oracle.py [TRACES]  (default tests/data/traces of this clone)
        python3 bench/oracle.py --alone CSV K
@@ -147,8 +151,14 @@ def alone(path, misses, step=16.0):
 
 
 if ALONE:
-    ran_out, best = alone(sys.argv[2], int(sys.argv[3]))
-    print(f"{ran_out} {best:.3f}")
+    k = int(sys.argv[3])
+    ran_out, best = alone(sys.argv[2], k)
+    line = f"{ran_out} {best:.3f}"
+    if len(sys.argv) > 5:
+        k0, k1 = int(sys.argv[4]), int(sys.argv[5])
+        m0, m1 = alone(sys.argv[2], k0)[1], alone(sys.argv[2], k1)[1]
+        line += f" {m0 + (m1 - m0) * (k - k0) / (k1 - k0) if k1 > k0 else max(m0, m1):.3f}"
+    print(line)
     sys.exit(0)
 
 for name, jobs in (("mgnify", mgnify()), ("sap", sap())):
