@@ -246,6 +246,11 @@ rc=$?
 check "submit refuses what is neither an sbatch option nor a script (exit $rc)" [ "$rc" -eq 2 ]
 check "... naming it" grep -q -- "-zz is neither" "$work/zz.err"
 check "... and an option without its value and no script, exit 2" status 2 "$hpc" submit --no-recommend --partition
+# A script whose name is near the 255-byte limit: the wrapper keeps that
+# name, and its temporary name did not fit beside it.
+long="$work/$(printf 'x%.0s' $(seq 243)).sbatch"
+cp "$work/job.sbatch" "$long"
+check "submit --dry-run takes a script with a 250-byte name" status 0 "$hpc" submit --dry-run --no-recommend "$long"
 "$hpc" submit --dry-run --no-recommend -J 'a b' "$work/job.sbatch" "it's" >/dev/null 2>"$work/dryq.err"
 check "the --dry-run line is quoted as a shell reads it" grep -qF "sbatch -J a\\ b (the script above) it\\'s" "$work/dryq.err"
 

@@ -151,11 +151,20 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()
     if let Some(d) = dir {
         create_private_dir(d)?;
     }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
+    // The temporary name holds at most TMP_STEM bytes of the file's own: a
+    // name near the 255-byte limit (a script's long name) would not fit
+    // with the dot and the suffix.
+    const TMP_STEM: usize = 200;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let name = path.file_name().map_or(&b"out"[..], |n| n.as_bytes());
+        tmp_name.push(std::ffi::OsStr::from_bytes(
+            &name[..name.len().min(TMP_STEM)],
+        ));
+    }
+    tmp_name.push(format!(".tmp.{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
     let result = (|| {
         let f = create_new_private(&tmp)?;
         let mut w = std::io::BufWriter::new(f);
@@ -178,6 +187,21 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_file_whose_name_is_near_the_limit_is_written_atomically() {
+        // 250 bytes: its temporary name once had 255 + 5 + the pid's.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(format!("{}.sbatch", "é".repeat(121)));
+        assert_eq!(p.file_name().unwrap().len(), 249);
+        write_atomic(&p, |w: &mut dyn Write| Ok(w.write_all(b"x\n")?)).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"x\n");
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+    }
 
     #[test]
     fn a_private_file_made_if_missing_never_truncates_one_already_there() {
