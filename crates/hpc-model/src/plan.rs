@@ -126,9 +126,29 @@ fn changes(d: &Directives, rec: &Rec) -> (Vec<Change>, Vec<String>) {
         kept.push(format!("the command line sets {r}: its advice is left out"));
     }
     let cli = |r: &str| d.from_cli.contains(&r);
+    // Memory the command line asks for per CPU (per GPU) is the job's as
+    // written: fewer CPUs (GPUs) would give the job less of it, so their
+    // count is kept too.
+    let cli_mem_per = |cpu: bool| {
+        cli("mem")
+            && match d.mem() {
+                Some(MemPer::Cpu(_)) => cpu,
+                Some(MemPer::Gpu(_)) => !cpu,
+                _ => false,
+            }
+    };
+    for (cpu, unit, what) in [(true, "cpu", "CPUs"), (false, "gpu", "GPUs")] {
+        if cli_mem_per(cpu) {
+            kept.push(format!(
+                "the command line sets --mem-per-{unit}: {what} kept, so that the job keeps that memory"
+            ));
+        }
+    }
     // GPUs first: CPUs per GPU and memory per GPU follow the new count.
     let mut gpus = asked.gpus.unwrap_or(1);
-    if let (Some(g), Some(Scope::Gpus(opt, kind)), false) = (rec.gpus, d.gpu_scope(), cli("gpus")) {
+    if let (Some(g), Some(Scope::Gpus(opt, kind)), false) =
+        (rec.gpus, d.gpu_scope(), cli("gpus") || cli_mem_per(false))
+    {
         if cold("gpus") || asked.gpus == Some(g) {
         } else if g == 0 {
             kept.push(format!(
@@ -163,7 +183,7 @@ fn changes(d: &Directives, rec: &Rec) -> (Vec<Change>, Vec<String>) {
         }
     }
     let mut cpus = asked.cpus.unwrap_or(1);
-    if let (Some(c), false, false) = (rec.cpus, cli("cpus"), cold("cpus")) {
+    if let (Some(c), false, false) = (rec.cpus, cli("cpus") || cli_mem_per(true), cold("cpus")) {
         // CPUs asked for per GPU stay per GPU (SLURM refuses --cpus-per-task
         // beside --cpus-per-gpu); else per task.
         let (opt, now, units, what) = match d.cpus_per_gpu() {
@@ -631,6 +651,29 @@ mod tests {
         assert_eq!(c.len(), 1, "{c:?}");
         assert_eq!(c[0].to, "--cpus-per-task=2");
         assert!(kept[0].contains("the command line sets mem"), "{kept:?}");
+    }
+
+    #[test]
+    fn memory_per_cpu_on_the_command_line_keeps_the_cpus_it_is_counted_in() {
+        // -c 4 in the script, --mem-per-cpu=4G on the command line: the
+        // plan cut the CPUs to 2 and left the memory per CPU, so the job
+        // got 8G instead of the 16G it was submitted with.
+        let s = "#!/bin/sh\n#SBATCH -c 4\nx\n";
+        let (c, kept) = plan_of(
+            s,
+            &["--mem-per-cpu=4G"],
+            rec(Some(10240.0), Some(2), None, Tier::History),
+        );
+        assert!(c.is_empty(), "{c:?}");
+        assert!(
+            kept.iter().any(|k| k.contains("--mem-per-cpu: CPUs kept")),
+            "{kept:?}"
+        );
+        // The same with GPUs and --mem-per-gpu.
+        let s = "#!/bin/sh\n#SBATCH --gpus=4\nx\n";
+        let r = with_gpus(rec(Some(10240.0), None, None, Tier::History), 2);
+        let (c, _) = plan_of(s, &["--mem-per-gpu=40G"], r);
+        assert!(c.is_empty(), "{c:?}");
     }
 
     #[test]
