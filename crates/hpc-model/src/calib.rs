@@ -54,7 +54,7 @@
 //! few for that rank, the Student-t quantile t(max(m, 5) - 1, 1 - a). The
 //! bound is rounded as the caller rounds (floor, step), and never above the
 //! job's own request in a group none of whose jobs needed more than it
-//! asked for.
+//! asked for, when the request covers every value the group used.
 //!
 //! The level of one job spends the risk budget where it saves the most
 //! (a Lagrange condition): under a normal model of the scores, sizing a job
@@ -1079,7 +1079,8 @@ impl Calibrated {
     /// latest jobs the least at that level (the parametric one with the
     /// smallest scale until two jobs have been tallied). The advice is
     /// never above the request in a group none of whose jobs needed more
-    /// than it asked for.
+    /// than it asked for, when the request covers every value the group
+    /// used (a smaller request than they used is no bound on the need).
     pub fn advise_each(
         &self,
         group: &str,
@@ -1089,7 +1090,7 @@ impl Calibrated {
         let cands = self.sizer.candidates(group, input)?;
         let choice = self.choice.get(group).filter(|c| c.n >= 2);
         let cap = request
-            .filter(|_| !cands[0].over_request)
+            .filter(|&q| !cands[0].over_request && q >= cands[0].max_seen)
             .unwrap_or(f64::INFINITY);
         Some(
             self.levels
@@ -1707,5 +1708,27 @@ mod tests {
         assert!(z > 1.2, "{z}");
         let net = (p.price(z) - p.log_cost).exp() - MISS_COST;
         assert!((p.log_cost + net.ln() - t).abs() < 1e-9, "{z}");
+    }
+
+    #[test]
+    fn a_request_below_what_the_group_used_does_not_cap_the_advice() {
+        // Ten jobs asked 128G and peaked near 98G; the next script asks
+        // 64G. The advice was capped at that request (no job had needed
+        // more than its own), which every earlier job would have run out of.
+        let mut c = unrounded(0.01);
+        for i in 0..10 {
+            c.learn(
+                Seen {
+                    request: Some(131_072.0),
+                    ..used("g", 100_000.0 + f64::from(i) * 100.0)
+                },
+                None,
+            );
+        }
+        let (_, low) = c.advise("g", None, Some(65_536.0)).unwrap();
+        assert!(low[0] >= 100_900.0, "{low:?}");
+        // A request every earlier job fitted in still caps it.
+        let (_, high) = c.advise("g", None, Some(101_000.0)).unwrap();
+        assert!(high[0] <= 101_000.0, "{high:?}");
     }
 }
