@@ -14,7 +14,7 @@ use hpc_core::record::write_tagged;
 use hpc_core::slurm::{format_duration, format_mem};
 use hpc_core::{Error, Result};
 
-use crate::calib::{Calibrated, Level, Pred, Predictor, Rounding, Seen};
+use crate::calib::{Calibrated, Level, Pred, Predictor, Rounding, Seen, CENSORED_FLOOR};
 use crate::fit::{Models, PEAK};
 use crate::history::{read_analysis, read_history, Past, PeakFrom};
 use crate::risk::{self, Point};
@@ -313,6 +313,14 @@ fn per_node_note(past: &[&Past]) -> String {
     }
 }
 
+/// The limit L a job of the group ran out at, when the advice `value` is
+/// the floor of a group with such jobs ([`CENSORED_FLOOR`] L, rounded) and
+/// above every value that completed: what decided it.
+fn at_censored_floor(p: &Pred, value: f64, rounding: Rounding) -> Option<f64> {
+    (p.censored > 0 && p.floor > p.max_seen && value <= rounding.apply(p.floor))
+        .then(|| p.floor / CENSORED_FLOOR)
+}
+
 /// Memory: the calibrated sizer over the history, else the fitted model,
 /// else the heuristic.
 fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
@@ -320,7 +328,12 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
     if let Some((p, value, at, said)) = calibrated(i, Resource::Mem) {
         let (max, n) = (gib(p.max_seen), p.n);
         let own = "(its own tail decided: it cost their jobs less than a log-normal bound)";
+        let floor = at_censored_floor(&p, value, i.rounding);
         let by = match p.predictor {
+            _ if floor.is_some() => format!(
+                ", sized at {CENSORED_FLOOR}x the largest limit one ran out at ({})",
+                gib(floor.unwrap_or(0.0))
+            ),
             Predictor::History => ", sized from the mean of their logs".into(),
             Predictor::Recent => ", sized from their mean weighted toward the latest".into(),
             Predictor::Empirical if p.ceiling.is_some() => {
@@ -348,11 +361,18 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
         } else {
             ""
         };
-        let note = format!(
-            "{n} earlier {} jobs of yours peaked at most {max} per node{per_node} ({} ran out of memory){by}{ceiling}{start}; {said}",
-            an.tool,
-            p.censored,
-        );
+        let seen = if p.censored >= n {
+            format!(
+                "{n} earlier {} jobs of yours, all of which ran out of memory",
+                an.tool
+            )
+        } else {
+            format!(
+                "{n} earlier {} jobs of yours peaked at most {max} per node{per_node} ({} ran out of memory)",
+                an.tool, p.censored
+            )
+        };
+        let note = format!("{seen}{by}{ceiling}{start}; {said}");
         let tier = match p.predictor {
             Predictor::History | Predictor::Recent | Predictor::Empirical => Tier::History,
             Predictor::Model => Tier::Model,
@@ -406,9 +426,17 @@ fn memory(i: &RecommendInputs, past: &[&Past]) -> (f64, Basis) {
         return (i.rounding.apply(value), why);
     }
     let value = an.request.mem_mb.map_or(guess, |q| q.max(guess));
+    let none = if past.is_empty() {
+        format!("no earlier {} jobs", an.tool)
+    } else {
+        format!(
+            "{} earlier {} jobs, none with a memory peak",
+            past.len(),
+            an.tool
+        )
+    };
     let note = format!(
-        "no earlier {} jobs: {} base + {} for inputs; a cold start never lowers a request",
-        an.tool,
+        "{none}: {} base + {} for inputs; a cold start never lowers a request",
         gib(base),
         gib(inputs)
     );
@@ -439,15 +467,26 @@ fn cpus(i: &RecommendInputs, past: &[&Past]) -> Option<(u32, Basis)> {
     } else {
         // Like memory and time, a cold start never lowers a request: the
         // table's CPUs stand in only where the script asks for none.
-        let (v, method, note) = match asked {
-            Some(a) => (a, "request", "no earlier jobs: as requested"),
+        let few = if used.is_empty() {
+            "no earlier jobs with CPU use".to_string()
+        } else {
+            format!(
+                "{} earlier jobs with CPU use, fewer than {MIN_HISTORY}",
+                used.len()
+            )
+        };
+        let (v, method, then) = match asked {
+            Some(a) => (a, "request", "as requested"),
             None => (
                 i.table.tool(&i.analysis.tool).and_then(|t| t.cpus)?,
                 "tool table",
-                "no earlier jobs: the tool's usual CPUs",
+                "the tool's usual CPUs",
             ),
         };
-        (v, basis(Tier::Heuristic, method, None, note.into()))
+        (
+            v,
+            basis(Tier::Heuristic, method, None, format!("{few}: {then}")),
+        )
     };
     Some((asked.map_or(value, |a| value.min(a)), why))
 }
@@ -458,12 +497,24 @@ fn cpus(i: &RecommendInputs, past: &[&Past]) -> Option<(u32, Basis)> {
 /// script did not have).
 fn time(i: &RecommendInputs) -> Option<(f64, Basis)> {
     if let Some((p, value, at, said)) = calibrated(i, Resource::Time) {
+        let seen = if p.censored >= p.n {
+            format!("{} earlier jobs, all of which timed out", p.n)
+        } else {
+            format!(
+                "{} earlier jobs ran at most {} ({} timed out)",
+                p.n,
+                format_duration(p.max_seen),
+                p.censored
+            )
+        };
+        let by = at_censored_floor(&p, value, TIME_ROUNDING).map_or(String::new(), |l| {
+            format!(
+                ", sized at {CENSORED_FLOOR}x the longest limit one timed out at ({})",
+                format_duration(l)
+            )
+        });
         let note = format!(
-            "{} earlier jobs ran at most {} ({} timed out); the risk here is of TIMEOUT: {}; a tighter limit starts sooner through backfill",
-            p.n,
-            format_duration(p.max_seen),
-            p.censored,
-            said
+            "{seen}{by}; the risk here is of TIMEOUT: {said}; a tighter limit starts sooner through backfill"
         );
         let mut why = basis(Tier::History, "conformal, adaptive level", Some(p.n), note);
         why.quantile = Some(hpc_core::num::round6(1.0 - at));
@@ -540,6 +591,18 @@ fn gpus(asked: Option<u32>, past: &[&Past]) -> Option<(u32, Basis)> {
     Some(((q.ceil() as u32).min(asked), why))
 }
 
+/// CPUs a task of the job gets for `cpus` in all (the advice and the
+/// request are the whole job's; `--cpus-per-task` is per task).
+fn per_task(rec: &Rec, cpus: u32) -> u32 {
+    let tasks = rec
+        .request
+        .as_ref()
+        .and_then(|r| r.ntasks)
+        .unwrap_or(1)
+        .max(1);
+    cpus.div_ceil(tasks)
+}
+
 /// The `#SBATCH` lines of a recommendation.
 pub fn sbatch_lines(rec: &Rec) -> Vec<String> {
     let mut out = Vec::new();
@@ -547,7 +610,7 @@ pub fn sbatch_lines(rec: &Rec) -> Vec<String> {
         out.push(format!("#SBATCH --mem={}", format_mem(m)));
     }
     if let Some(c) = rec.cpus {
-        out.push(format!("#SBATCH --cpus-per-task={c}"));
+        out.push(format!("#SBATCH --cpus-per-task={}", per_task(rec, c)));
     }
     if let Some(t) = rec.time_s {
         out.push(format!("#SBATCH --time={}", format_duration(t)));
@@ -559,22 +622,25 @@ pub fn sbatch_lines(rec: &Rec) -> Vec<String> {
     out
 }
 
-/// One line per resource: what was asked, what is advised, and why.
+/// One line per resource: what was asked, what is advised (memory per
+/// node and CPUs per task, as `--mem` and `--cpus-per-task` count them),
+/// and why, control characters escaped.
 pub fn text_lines(rec: &Rec) -> Vec<String> {
     let req = rec.request.clone().unwrap_or_default();
     let show = |v: Option<String>| v.unwrap_or_else(|| "(none)".into());
+    let nodes = f64::from(req.nodes.unwrap_or(1).max(1));
     let rows = [
         (
             "mem_mb",
             "--mem",
-            req.mem_mb.map(format_mem),
+            req.mem_mb.map(|m| format_mem(m / nodes)),
             rec.mem_mb.map(format_mem),
         ),
         (
             "cpus",
             "--cpus-per-task",
-            req.cpus.map(|c| c.to_string()),
-            rec.cpus.map(|c| c.to_string()),
+            req.cpus.map(|c| per_task(rec, c).to_string()),
+            rec.cpus.map(|c| per_task(rec, c).to_string()),
         ),
         (
             "time_s",
@@ -596,7 +662,7 @@ pub fn text_lines(rec: &Rec) -> Vec<String> {
                 "{flag} {} -> {}: {}",
                 show(from),
                 show(to),
-                why.note
+                hpc_core::paths::escaped(&why.note)
             ))
         })
         .collect()

@@ -207,9 +207,9 @@ fn jobs_killed_for_memory_are_never_advised_their_limit_again() {
         let rec = recommend(dir.path(), &oom_at_16g(0, n), &[]);
         let mem = rec.mem_mb.unwrap();
         assert!(mem >= 1.25 * 16384.0, "{n} killed at 16G: {mem}");
-        assert!(rec.basis["mem_mb"]
-            .note
-            .contains(&format!("({n} ran out of memory)")));
+        assert!(rec.basis["mem_mb"].note.contains(&format!(
+            "{n} earlier star jobs of yours, all of which ran out of memory"
+        )));
     }
     // 60 killed at 16G and 5 completed at 30000M were advised 27520M,
     // below a completed peak; and the same with only 3 jobs.
@@ -535,4 +535,82 @@ fn a_tool_at_a_ceiling_is_told_so_and_advised_at_most_just_above_it() {
             && note.contains("sized at this tool's own ceiling of 9.8G seen in 40 jobs"),
         "{note}"
     );
+}
+
+#[test]
+fn a_multi_task_job_is_advised_cpus_per_task_and_memory_per_node() {
+    // -N2 --ntasks-per-node=4 -c 2 --mem=64G: 16 CPUs and 128G in all. The
+    // sbatch lines said --cpus-per-task=16 (16 for each of 8 tasks), and the
+    // text compared 128G in all with a per-node advice.
+    let dir = tempfile::tempdir().unwrap();
+    let h = write(dir.path(), "h.ndjson", &history(40, 14000.0));
+    let a = analysis(1000.0).replace(
+        r#""request":{"mem_mb":65536,"cpus":4,"time_s":7200}"#,
+        r#""request":{"mem_mb":131072,"cpus":16,"time_s":7200,"nodes":2,"ntasks":8}"#,
+    );
+    let (code, out, err) = cli(
+        &["recommend", "-", "--history", &h, "--format", "sbatch"],
+        &a,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("#SBATCH --cpus-per-task=2\n"), "{out}");
+    let (code, out, err) = cli(&["recommend", "-", "--history", &h], &a);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("--mem 64G -> "), "{out}");
+    assert!(out.contains("--cpus-per-task 2 -> 2:"), "{out}");
+}
+
+#[test]
+fn notes_name_the_limit_jobs_ran_out_at() {
+    // Every job killed for memory at 16G: the note said they "peaked at
+    // most 0M"; ten 1G jobs and one killed at 2G: it said the advice came
+    // from the largest values, where the floor above the limit decided.
+    let dir = tempfile::tempdir().unwrap();
+    let oom: String = (0..3)
+        .map(|i| job(i, "OUT_OF_MEMORY", 16384.0, 16384.0, 600.0, 600.0, 100.0))
+        .collect();
+    let h = write(dir.path(), "oom.ndjson", &oom);
+    let (code, out, err) = cli(&["recommend", "-", "--history", &h], &analysis(100.0));
+    assert_eq!(code, 0, "{err}");
+    let mem = out.lines().next().unwrap();
+    assert!(
+        mem.contains("3 earlier star jobs of yours, all of which ran out of memory")
+            && mem.contains("1.25x the largest limit one ran out at (16.0G)"),
+        "{mem}"
+    );
+    assert!(!mem.contains(" 0M"), "{mem}");
+    let mut mixed = history(10, 1000.0);
+    mixed.push_str(&job(
+        10,
+        "OUT_OF_MEMORY",
+        2048.0,
+        2048.0,
+        600.0,
+        600.0,
+        100.0,
+    ));
+    let h = write(dir.path(), "mixed.ndjson", &mixed);
+    let (code, out, err) = cli(&["recommend", "-", "--history", &h], &analysis(100.0));
+    assert_eq!(code, 0, "{err}");
+    let mem = out.lines().next().unwrap();
+    assert!(mem.starts_with("--mem 64G -> 2560M: "), "{mem}");
+    assert!(
+        mem.contains("1.25x the largest limit one ran out at (2.0G)"),
+        "{mem}"
+    );
+}
+
+#[test]
+fn control_characters_in_a_note_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = write(
+        dir.path(),
+        "h.ndjson",
+        &history(10, 1000.0).replace("star", "st\\u001b[2Jar"),
+    );
+    let a = analysis(100.0).replace("star", "st\\u001b[2Jar");
+    let (code, out, err) = cli(&["recommend", "-", "--history", &h], &a);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("st\\u{1b}[2Jar"), "{out}");
+    assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out}");
 }
