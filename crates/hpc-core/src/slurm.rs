@@ -553,12 +553,13 @@ pub fn parse_date(s: &str) -> Result<i64, String> {
 }
 
 /// Memory in MiB as sbatch's `--mem` takes it: `64G` when whole GiB,
-/// else `1000M` (MiB rounded).
+/// else `1001M` (MiB rounded up, at least 1: a job is never given less
+/// than the figure, and `--mem=0` would be all of each node's memory).
 pub fn format_mem(mb: f64) -> String {
     if mb >= 1024.0 && (mb / 1024.0).fract() == 0.0 {
         format!("{}G", mb / 1024.0)
     } else {
-        format!("{}M", mb.round())
+        format!("{}M", mb.ceil().max(1.0))
     }
 }
 
@@ -964,7 +965,8 @@ mod tests {
         );
         assert_eq!(civil_from_epoch(951782400), (2000, 2, 29, 0, 0, 0));
         assert_eq!(format_mem(65536.0), "64G");
-        assert_eq!(format_mem(1000.4), "1000M");
+        assert_eq!(format_mem(1000.4), "1001M");
+        assert_eq!(format_mem(0.3), "1M");
         assert_eq!(format_mem(1536.0), "1536M");
         assert_eq!(parse_date("1970-01-02"), Ok(86400));
         assert_eq!(parse_date("1970-01-01T01:00:00"), Ok(3600));

@@ -57,10 +57,12 @@ pub const MAX_ROUNDING_MB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// The memory rounding of `--mem-floor` and `--mem-step` (MiB), checked.
 pub fn mem_rounding(floor: f64, step: f64) -> Result<Rounding> {
-    let ok = |v: f64| v > 0.0 && v <= MAX_ROUNDING_MB;
+    // Whole MiB: --mem counts nothing smaller, and a fraction would be
+    // advised one thing and written another.
+    let ok = |v: f64| (1.0..=MAX_ROUNDING_MB).contains(&v) && v.fract() == 0.0;
     if !(ok(floor) && ok(step)) {
         return Err(Error::Usage(format!(
-            "--mem-floor and --mem-step: positive numbers of MiB, at most {MAX_ROUNDING_MB} (1 PiB)"
+            "--mem-floor and --mem-step: whole numbers of MiB, 1 to {MAX_ROUNDING_MB} (1 PiB)"
         )));
     }
     Ok(Rounding { floor, step })

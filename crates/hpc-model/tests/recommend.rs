@@ -301,6 +301,27 @@ fn small_peaks_are_raised_to_the_floor() {
         &["--mem-floor", "1024", "--mem-step", "256"],
     );
     assert_eq!(rec.mem_mb, Some(1024.0));
+    // A fraction of a MiB was taken: --mem-floor 0.4 --mem-step 0.1 wrote
+    // --mem=0M (all of a node), --mem-step 1000.3 wrote less than advised.
+    let a = write(dir.path(), "a.ndjson", &analysis(1.0));
+    let h = write(dir.path(), "tiny.ndjson", &tiny);
+    for (floor, step) in [("0.4", "0.1"), ("16", "1000.3"), ("0", "16")] {
+        let (code, _, err) = cli(
+            &[
+                "recommend",
+                &a,
+                "--history",
+                &h,
+                "--mem-floor",
+                floor,
+                "--mem-step",
+                step,
+            ],
+            "",
+        );
+        assert_eq!(code, 2, "{floor} {step}: {err}");
+        assert!(err.contains("whole numbers of MiB"), "{err}");
+    }
 }
 
 #[test]
