@@ -377,15 +377,25 @@ impl Store {
             RecordKind::Rec => wheres.push("t.kind = 'rec'".to_string()),
             _ => {}
         }
-        if filtered && table == "records" {
+        if filtered {
             // An array's analysis is keyed by the array's id.
-            wheres.push(format!(
-                "t.job_id IN (SELECT job_id_raw FROM jobs WHERE {cond} UNION SELECT {PARENT_SQL} FROM jobs WHERE {cond})"
-            ));
-        } else if filtered {
-            wheres.push(format!(
-                "t.job_id IN (SELECT job_id_raw FROM jobs WHERE {cond})"
-            ));
+            let mine = if table == "records" {
+                format!("SELECT job_id_raw AS id FROM jobs WHERE {cond} UNION SELECT {PARENT_SQL} FROM jobs WHERE {cond}")
+            } else {
+                format!("SELECT job_id_raw AS id FROM jobs WHERE {cond}")
+            };
+            // A user's records are those of ids no other user's job has
+            // (the user is ?1 in the filter's parameters): records are
+            // kept by job id alone, and one id may be two users' jobs (on
+            // two clusters, or ids that wrapped).
+            let others = match filter.user {
+                Some(_) => format!(
+                    " WHERE NOT ({})",
+                    shared_sql("m.id", "?1", table == "records")
+                ),
+                None => String::new(),
+            };
+            wheres.push(format!("t.job_id IN (SELECT m.id FROM ({mine}) m{others})"));
         }
         let sql = match wheres.is_empty() {
             true => format!("SELECT {select} FROM {table} t ORDER BY job_id"),
@@ -629,4 +639,26 @@ impl Store {
         out.flush()?;
         Ok(n)
     }
+}
+
+/// SQL that is true when a job of another user than `user` (SQL text: a
+/// parameter) has the id `id` (SQL text): as its raw id, or, for records
+/// kept by an array's or a heterogeneous job's id (`parents`), as the id
+/// its tasks or components carry (`ID_N`, `ID+N`).
+pub(crate) fn shared_sql(id: &str, user: &str, parents: bool) -> String {
+    let other = format!("o.user IS NOT {user}");
+    let mut any = vec![
+        format!("EXISTS (SELECT 1 FROM jobs o WHERE o.job_id_raw = {id} AND {other})"),
+        format!("EXISTS (SELECT 1 FROM jobs o WHERE o.job_id = {id} AND {other})"),
+    ];
+    if parents {
+        // The ids that begin with `ID_` ('`' follows '_') or `ID+` (','
+        // follows '+'), on the job id's index.
+        for (from, to) in [("_", "`"), ("+", ",")] {
+            any.push(format!(
+                "EXISTS (SELECT 1 FROM jobs o WHERE o.job_id > {id} || '{from}' AND o.job_id < {id} || '{to}' AND {other})"
+            ));
+        }
+    }
+    any.join(" OR ")
 }

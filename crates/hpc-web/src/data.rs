@@ -101,7 +101,7 @@ pub fn jobs(
     }
     ids.sort_unstable();
     ids.dedup();
-    let flags = store.flags_for(&ids)?;
+    let flags = store.flags_for(&ids, Some(user))?;
     let title = format!("Jobs of {user}");
     if json {
         let json = json!({
@@ -201,7 +201,18 @@ pub fn job(
         .collect();
     ids.sort_unstable();
     ids.dedup();
-    let flags = store.flags_for(&ids)?;
+    // An id another user's job has too (another cluster's, or ids that
+    // wrapped): the records kept by it may be theirs, so they are not
+    // shown (the store's dump for a user leaves them out as well).
+    let mut withheld = Vec::new();
+    if let Some(u) = user {
+        for i in &ids {
+            if store.is_shared(i, u)? {
+                withheld.push(i.to_string());
+            }
+        }
+    }
+    let flags = store.flags_for(&ids, user)?;
     let read = |kind| -> Result<Vec<String>> {
         let mut v = Vec::new();
         store.dump(kind, &filter, |t| {
@@ -234,6 +245,7 @@ pub fn job(
         "samples_total": samples.len(),
         "tool": tool,
         "advice": adv.json(),
+        "withheld": withheld,
     });
     let mut body = format!(
         "<h1>Job {}</h1>\n<table>{}",
@@ -243,7 +255,15 @@ pub fn job(
     for j in &jobs {
         body.push_str(&job_row(j));
     }
-    body.push_str("</table>\n<h2>Flags</h2>\n<table><tr><th class=l>flag</th><th>value</th><th>threshold</th><th class=l>reason</th></tr>\n");
+    body.push_str("</table>\n");
+    if !withheld.is_empty() {
+        let _ = writeln!(
+            body,
+            "<p class=note>Job id {} is another user's job too (on another cluster, or ids that wrapped): the flags, samples and records kept under it cannot be told apart from theirs and are not shown.</p>",
+            escape(&withheld.join(", "))
+        );
+    }
+    body.push_str("<h2>Flags</h2>\n<table><tr><th class=l>flag</th><th>value</th><th>threshold</th><th class=l>reason</th></tr>\n");
     for j in &jobs {
         for f in stream.flags_of(&j.job_id, &j.job_id_raw) {
             let num = |v: Option<f64>| v.map(hpc_render::draw::short_value).unwrap_or_default();

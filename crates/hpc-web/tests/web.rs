@@ -225,6 +225,71 @@ fn a_user_sees_their_own_jobs_and_never_anothers() {
 }
 
 #[test]
+fn a_job_id_another_users_job_has_too_shows_none_of_its_records() {
+    // Records are kept by job id alone. Ann's job 300 on cluster a and
+    // bob's job 300 on cluster b (or ids that wrapped): ann's page showed
+    // bob's flag, samples and analysis (his script), and her list his flag.
+    let srv = Server::start(&[]);
+    {
+        let mut s = Store::open(&srv.db).unwrap();
+        let mut w = s.writer().unwrap();
+        let mut mine = job("300", "ann", "hers", "2026-11-05T00:00:00Z");
+        mine.cluster = "a".into();
+        w.put_job(&mine).unwrap();
+        let mut his = job("300", "bob", "his", "2026-11-06T00:00:00Z");
+        his.cluster = "b".into();
+        w.put_job(&his).unwrap();
+        w.put_line(
+            "flag",
+            r#"{"kind":"flag","job_id":"300","flag":"bobs_flag","category":"misuse","value":1,"threshold":0.5,"reason":"bobs reason"}"#,
+        )
+        .unwrap();
+        w.put_line(
+            "analysis",
+            r#"{"kind":"analysis","job_id":"300","user":"bob","script":"SECRET_TOKEN=hunter2","script_sha256":"00","request":{},"tool":"bobtool"}"#,
+        )
+        .unwrap();
+        w.put_line(
+            "sample",
+            r#"{"kind":"sample","job_id":"300","host":"bobnode","t":1762300000,"rss_mb":5}"#,
+        )
+        .unwrap();
+        w.commit().unwrap();
+    }
+    for path in [
+        "/api/job/300",
+        "/job/300",
+        "/job/300/plot.svg",
+        "/api/jobs",
+        "/",
+        "/tools",
+    ] {
+        let (_, body) = srv.get(path, Some("ann"));
+        for secret in ["hunter2", "bobs_flag", "bobnode", "bobtool"] {
+            assert!(!body.contains(secret), "{path} shows {secret}: {body}");
+        }
+    }
+    let (st, body) = srv.get("/api/job/300", Some("ann"));
+    assert_eq!(st, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["withheld"], serde_json::json!(["300"]), "{body}");
+    assert!(srv
+        .get("/job/300", Some("ann"))
+        .1
+        .contains("another user's job too"));
+    // Her other jobs keep theirs; an admin sees both runs' records.
+    assert!(srv
+        .get("/job/100", Some("ann"))
+        .1
+        .contains("mem_overrequest"));
+    let (_, all) = srv.get("/api/job/300", Some("root"));
+    assert!(
+        all.contains("hunter2") && all.contains("bobs_flag"),
+        "{all}"
+    );
+}
+
+#[test]
 fn json_carries_the_records_the_cli_prints() {
     let srv = Server::start(&[]);
     let (st, body) = srv.get("/api/jobs", Some("ann"));
