@@ -369,47 +369,13 @@ impl Store {
             RecordKind::Analysis | RecordKind::Rec | RecordKind::Other => ("records", "json"),
             RecordKind::Flag => ("flags", "json_object('kind','flag','job_id',job_id,'flag',flag,'category',category,'value',value,'threshold',threshold,'reason',reason)"),
         };
-        let (cond, ps) = filter.sql();
-        let filtered = !filter.is_empty();
-        let mut wheres = Vec::new();
-        match kind {
-            RecordKind::Analysis => wheres.push("t.kind = 'analysis'".to_string()),
-            RecordKind::Rec => wheres.push("t.kind = 'rec'".to_string()),
-            _ => {}
-        }
-        if filtered {
-            // An array's analysis is keyed by the array's id.
-            let mine = if table == "records" {
-                format!("SELECT job_id_raw AS id FROM jobs WHERE {cond} UNION SELECT {PARENT_SQL} FROM jobs WHERE {cond}")
-            } else {
-                format!("SELECT job_id_raw AS id FROM jobs WHERE {cond}")
-            };
-            // A user's records are those of ids no other user's job has
-            // (the user is ?1 in the filter's parameters): records are
-            // kept by job id alone, and one id may be two users' jobs (on
-            // two clusters, or ids that wrapped).
-            let others = match filter.user {
-                Some(_) => format!(
-                    " WHERE NOT ({})",
-                    shared_sql("m.id", "?1", table == "records")
-                ),
-                None => String::new(),
-            };
-            wheres.push(format!("t.job_id IN (SELECT m.id FROM ({mine}) m{others})"));
-        }
+        let (wheres, ps) = records_of(kind, table, filter);
         let sql = match wheres.is_empty() {
             true => format!("SELECT {select} FROM {table} t ORDER BY job_id"),
-            false => format!(
-                "SELECT {select} FROM {table} t WHERE {} ORDER BY job_id",
-                wheres.join(" AND ")
-            ),
+            false => format!("SELECT {select} FROM {table} t WHERE {wheres} ORDER BY job_id"),
         };
         let mut st = self.conn.prepare(&sql)?;
-        let mut rows = if filtered {
-            st.query(rusqlite::params_from_iter(ps))?
-        } else {
-            st.query([])?
-        };
+        let mut rows = st.query(rusqlite::params_from_iter(ps))?;
         let mut n = 0;
         while let Some(r) = rows.next()? {
             let text: String = r.get(0)?;
@@ -417,6 +383,46 @@ impl Store {
             n += 1;
         }
         Ok(n)
+    }
+
+    /// The samples of the jobs that pass `filter`, at most about `most` of
+    /// them: every k-th of each job's and host's, in time order, k the
+    /// smallest that keeps to `most` over all (a long job sampled every
+    /// second has millions: a page of it reads the ones it draws, not
+    /// all). Returns how many are stored in all.
+    pub fn dump_samples_thinned(
+        &self,
+        filter: &JobFilter,
+        most: u64,
+        mut each: impl FnMut(&str) -> Result<()>,
+    ) -> Result<u64> {
+        let (wheres, ps) = records_of(RecordKind::Sample, "samples", filter);
+        let wheres = if wheres.is_empty() {
+            "1 = 1".to_string()
+        } else {
+            wheres
+        };
+        let total: u64 = self.conn.query_row(
+            &format!("SELECT count(*) FROM samples t WHERE {wheres}"),
+            rusqlite::params_from_iter(ps.iter()),
+            |r| r.get(0),
+        )?;
+        let k = total.div_ceil(most.max(1)).max(1);
+        // The keys first (no JSON read), then the JSON of those kept.
+        let sql = format!(
+            "SELECT s.json FROM (SELECT job_id, host, t,
+                 row_number() OVER (PARTITION BY job_id, host ORDER BY t) AS rn
+                 FROM samples t WHERE {wheres}) k
+             JOIN samples s ON s.job_id = k.job_id AND s.host = k.host AND s.t = k.t
+             WHERE (k.rn - 1) % {k} = 0 ORDER BY k.job_id, k.host, k.t"
+        );
+        let mut st = self.conn.prepare(&sql)?;
+        let mut rows = st.query(rusqlite::params_from_iter(ps))?;
+        while let Some(r) = rows.next()? {
+            let text: String = r.get(0)?;
+            each(&text)?;
+        }
+        Ok(total)
     }
 
     /// The flag joined with its job's user: one row per job id (the runs of
@@ -661,4 +667,43 @@ pub(crate) fn shared_sql(id: &str, user: &str, parents: bool) -> String {
         }
     }
     any.join(" OR ")
+}
+
+/// The condition (on the record table as `t`; empty for every record) and
+/// its parameters that select the records of `kind` whose job passes
+/// `filter`; see [`Store::dump`].
+fn records_of(
+    kind: RecordKind,
+    table: &str,
+    filter: &JobFilter,
+) -> (String, Vec<rusqlite::types::Value>) {
+    let (cond, ps) = filter.sql();
+    let mut wheres = Vec::new();
+    match kind {
+        RecordKind::Analysis => wheres.push("t.kind = 'analysis'".to_string()),
+        RecordKind::Rec => wheres.push("t.kind = 'rec'".to_string()),
+        _ => {}
+    }
+    if filter.is_empty() {
+        return (wheres.join(" AND "), Vec::new());
+    }
+    // An array's analysis is keyed by the array's id.
+    let mine = if table == "records" {
+        format!("SELECT job_id_raw AS id FROM jobs WHERE {cond} UNION SELECT {PARENT_SQL} FROM jobs WHERE {cond}")
+    } else {
+        format!("SELECT job_id_raw AS id FROM jobs WHERE {cond}")
+    };
+    // A user's records are those of ids no other user's job has (the user
+    // is ?1 in the filter's parameters): records are kept by job id alone,
+    // and one id may be two users' jobs (on two clusters, or ids that
+    // wrapped).
+    let others = match filter.user {
+        Some(_) => format!(
+            " WHERE NOT ({})",
+            shared_sql("m.id", "?1", table == "records")
+        ),
+        None => String::new(),
+    };
+    wheres.push(format!("t.job_id IN (SELECT m.id FROM ({mine}) m{others})"));
+    (wheres.join(" AND "), ps)
 }

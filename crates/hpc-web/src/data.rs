@@ -162,8 +162,10 @@ fn pager(page: u64, pages: u64, per: u64, user: &str) -> String {
     s
 }
 
-/// The most samples one job's JSON carries.
-pub const MAX_SAMPLES: usize = 20_000;
+/// The most samples (about) one job's page reads, draws and its JSON
+/// carries: a longer series is thinned evenly (see
+/// `Store::dump_samples_thinned`).
+pub const MAX_SAMPLES: u64 = 20_000;
 
 /// The runs of job `id` that `user` may see (`None`: an admin, every
 /// job), with the filter that selects them: not found when there are none,
@@ -223,7 +225,11 @@ pub fn job(
     };
     let summaries = read(RecordKind::Summary)?;
     let others = read(RecordKind::Other)?;
-    let samples = read(RecordKind::Sample)?;
+    let mut samples = Vec::new();
+    let samples_total = store.dump_samples_thinned(&filter, MAX_SAMPLES, |t| {
+        samples.push(t.to_string());
+        Ok(())
+    })?;
     let mut stream = Stream::default();
     for j in &jobs {
         stream.jobs.push(j.clone());
@@ -241,8 +247,8 @@ pub fn job(
         "flags": lines_to_values(&flags),
         "summaries": lines_to_values(&summaries),
         "records": lines_to_values(&others),
-        "samples": lines_to_values(&samples[..samples.len().min(MAX_SAMPLES)]),
-        "samples_total": samples.len(),
+        "samples": lines_to_values(&samples),
+        "samples_total": samples_total,
         "tool": tool,
         "advice": adv.json(),
         "withheld": withheld,
@@ -325,7 +331,7 @@ pub fn plot(store: &Store, id: &str, user: Option<&str>) -> Result<String> {
         jobs,
         ..Stream::default()
     };
-    store.dump(RecordKind::Sample, &filter, |t| {
+    store.dump_samples_thinned(&filter, MAX_SAMPLES, |t| {
         let _ = stream.add(t);
         Ok(())
     })?;
