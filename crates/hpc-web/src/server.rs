@@ -180,6 +180,21 @@ async fn answer(app: Router, req: Request<Incoming>, limits: Limits) -> Response
     if chunked || length.is_some_and(|n| n > limits.body) {
         return plain(StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n");
     }
+    // hyper's read buffer bounds the head only loosely (a 100 KB header
+    // passed it): the head as sent, counted here.
+    let head = req.method().as_str().len()
+        + req.uri().to_string().len()
+        + req
+            .headers()
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 4)
+            .sum::<usize>();
+    if head > limits.head {
+        return plain(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "request headers too large\n",
+        );
+    }
     let req = req.map(Body::new);
     match tokio::time::timeout(limits.request_time, app.oneshot(req)).await {
         Ok(Ok(r)) => r,
