@@ -671,7 +671,9 @@ pub fn text_lines(rec: &Rec) -> Vec<String> {
 }
 
 /// The analysis of the script argument: an `analysis` record (stdin for
-/// `-`, or a file that holds one), else the batch script analyzed.
+/// `-`, or a file that holds one), else the batch script analyzed, as the
+/// caller's (its user is the caller: a history that holds other users'
+/// jobs, an admin's dump, is not pooled as theirs).
 fn analysis_of(script: &str, table: &ToolTable) -> Result<Analysis> {
     if script == "-" {
         return read_analysis(Input::named(STDIN)?);
@@ -681,7 +683,9 @@ fn analysis_of(script: &str, table: &ToolTable) -> Result<Analysis> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         return read_analysis(Input::new(script, &bytes[..]));
     }
-    crate::analyze::analyze_bytes(Path::new(script), bytes, table)
+    let mut a = crate::analyze::analyze_bytes(Path::new(script), bytes, table)?;
+    a.user.get_or_insert_with(hpc_core::paths::user_name);
+    Ok(a)
 }
 
 /// Where `fit` writes and `recommend` reads the models by default: beside

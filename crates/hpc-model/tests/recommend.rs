@@ -635,3 +635,35 @@ fn control_characters_in_a_note_are_escaped() {
     assert!(out.contains("st\\u{1b}[2Jar"), "{out}");
     assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out}");
 }
+
+#[test]
+fn a_script_is_sized_from_its_callers_jobs_only() {
+    // A script, not an analysis record: its analysis named no user, and
+    // every user's jobs of its tool in the history (an admin's dump) were
+    // taken as "jobs of yours".
+    let dir = tempfile::tempdir().unwrap();
+    let h = write(dir.path(), "h.ndjson", &history(10, 14000.0));
+    let script = write(
+        dir.path(),
+        "a.sbatch",
+        "#!/bin/sh\n#SBATCH --mem=64G -c 4 -t 2:00:00\nSTAR --genomeDir g --readFilesIn r.fq\n",
+    );
+    let run = |user: &str| {
+        let out = TOOL
+            .command(&["recommend", &script, "--history", &h])
+            .env("USER", user)
+            .env("HPC_SIZER_DB", "/nonexistent/hpc-sizer.db")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let bob = run("bob");
+    assert!(bob.contains("no earlier star jobs"), "{bob}");
+    let ana = run("ana");
+    assert!(ana.contains("10 earlier star jobs of yours"), "{ana}");
+}
