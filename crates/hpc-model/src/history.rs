@@ -17,6 +17,11 @@ use hpc_core::{Error, Result};
 
 use crate::risk::Point;
 
+/// The largest memory figure a job record is believed for, MiB (1 PiB).
+pub const MOST_MB: f64 = 1024.0 * 1024.0 * 1024.0;
+/// The longest time a job record is believed for, seconds (ten years).
+pub const MOST_S: f64 = 10.0 * 365.0 * 86400.0;
+
 /// One earlier job, as far as the sizing needs it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Past {
@@ -119,10 +124,13 @@ impl Past {
     /// time), censored at its limit when it was killed for memory; `None`
     /// for other ends (failed, cancelled), whose peak says little.
     pub fn mem_point(&self) -> Option<Point> {
+        // A positive figure below 1 PiB; anything else is no reading (a
+        // limit of 0, a corrupt record).
+        let ok = |v: &f64| *v > 0.0 && *v <= MOST_MB;
         match self.state.as_str() {
-            "COMPLETED" | "TIMEOUT" => self.peak_mb.filter(|v| *v > 0.0).map(Point::seen),
+            "COMPLETED" | "TIMEOUT" => self.peak_mb.filter(ok).map(Point::seen),
             "OUT_OF_MEMORY" => {
-                let at = self.req_mem_mb.or(self.peak_mb).filter(|v| *v > 0.0)?;
+                let at = self.req_mem_mb.filter(ok).or(self.peak_mb.filter(ok))?;
                 Some(Point {
                     value: at,
                     censored: true,
@@ -142,11 +150,12 @@ impl Past {
     /// The time the job needed: its elapsed time when it completed,
     /// censored at its limit (or elapsed, if larger) when it timed out.
     pub fn time_point(&self) -> Option<Point> {
-        let elapsed = self.elapsed_s.filter(|v| *v > 0.0);
+        let ok = |v: &f64| *v > 0.0 && *v <= MOST_S;
+        let elapsed = self.elapsed_s.filter(ok);
         match self.state.as_str() {
             "COMPLETED" => elapsed.map(Point::seen),
             "TIMEOUT" => {
-                let at = match (elapsed, self.timelimit_s) {
+                let at = match (elapsed, self.timelimit_s.filter(ok)) {
                     (Some(e), Some(l)) => e.max(l),
                     (e, l) => e.or(l)?,
                 };
@@ -360,5 +369,31 @@ mod tests {
         assert!(t.censored);
         assert_eq!(t.value, 3600.0);
         assert!(!p.mem_point().unwrap().censored);
+    }
+
+    #[test]
+    fn an_absurd_or_zero_figure_is_no_reading() {
+        // A limit of 1.5e308 MiB was advised as --mem=infM; a limit of 0
+        // dropped a job that ran out whose peak was known.
+        let oom = |req: f64, peak: Option<f64>| Past {
+            state: "OUT_OF_MEMORY".into(),
+            req_mem_mb: Some(req),
+            peak_mb: peak,
+            ..Default::default()
+        };
+        assert_eq!(oom(1.5e308, None).mem_point(), None);
+        assert_eq!(
+            oom(1.5e308, Some(3000.0)).mem_point().unwrap().value,
+            3000.0
+        );
+        assert_eq!(oom(0.0, Some(3000.0)).mem_point().unwrap().value, 3000.0);
+        let done = Past {
+            state: "COMPLETED".into(),
+            peak_mb: Some(f64::INFINITY),
+            elapsed_s: Some(1e12),
+            ..Default::default()
+        };
+        assert_eq!(done.mem_point(), None);
+        assert_eq!(done.time_point(), None);
     }
 }

@@ -53,7 +53,7 @@ pub const CPU_QUANTILE: f64 = 0.9;
 
 /// The largest `--mem-floor` or `--mem-step`, MiB (1 PiB: more than any
 /// node has; beyond it the arithmetic of a step overflows).
-pub const MAX_ROUNDING_MB: f64 = 1024.0 * 1024.0 * 1024.0;
+pub const MAX_ROUNDING_MB: f64 = crate::history::MOST_MB;
 
 /// The memory rounding of `--mem-floor` and `--mem-step` (MiB), checked.
 pub fn mem_rounding(floor: f64, step: f64) -> Result<Rounding> {
@@ -180,7 +180,15 @@ const THIS: &str = "\0this";
 
 /// `r` as a person reads it: two decimals, trailing zeros dropped.
 fn percent(r: f64) -> String {
-    format!("{:.2}", r * 100.0)
+    // Two decimals, or as many as a small share needs for three
+    // significant digits (0.001 %, not 0 %).
+    let p = r * 100.0;
+    let decimals = if p > 0.0 && p < 1.0 {
+        (2 - p.log10().floor() as i32).clamp(2, 12) as usize
+    } else {
+        2
+    };
+    format!("{p:.decimals$}")
         .trim_end_matches('0')
         .trim_end_matches('.')
         .to_string()
@@ -806,4 +814,15 @@ fn nextflow_main(args: &RecommendArgs, trace: &str, rounding: Rounding) -> Resul
     }
     out.flush()?;
     rejects.finish(nf.rows)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_small_risk_is_shown_with_its_digits() {
+        assert_eq!(super::percent(0.00001), "0.001");
+        assert_eq!(super::percent(0.005), "0.5");
+        assert_eq!(super::percent(0.01), "1");
+        assert_eq!(super::percent(0.125), "12.5");
+    }
 }
