@@ -78,7 +78,8 @@ fn add_all(stream: &mut Stream, lines: &[String]) {
 /// The most jobs a page of jobs lists.
 pub const MAX_PER_PAGE: u64 = 200;
 
-/// A user's jobs, newest first: page `page` (from 1) of `per`, of `total`;
+/// A user's jobs, the latest to end first (those with no end yet after
+/// them): page `page` (from 1) of `per`, of `total`;
 /// as JSON only with `json` (else as HTML only: the busiest page makes
 /// one of the two).
 pub fn jobs(

@@ -698,7 +698,7 @@ pub fn main_with(args: Args) -> Result<()> {
         .enable_all()
         .max_blocking_threads(16)
         .build()?;
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let listener = match (&args.socket, &args.listen) {
             (Some(path), _) => Listener::Unix(server::bind_unix(path, mode)?, path.clone()),
             (_, Some(addr)) => Listener::Tcp(tokio::net::TcpListener::bind(addr.as_str()).await?),
@@ -729,6 +729,9 @@ pub fn main_with(args: Args) -> Result<()> {
         );
         server::serve(listener, router(app), limits, rx).await?;
         Ok::<_, Error>(())
-    })?;
-    Ok(())
+    });
+    // Reads whose requests gave up may still wait on SQLite (a locked
+    // history): they are not waited for (dropping the runtime would).
+    rt.shutdown_timeout(Duration::from_millis(100));
+    served
 }

@@ -582,6 +582,40 @@ fn sigterm_stops_it_and_removes_the_socket() {
 }
 
 #[test]
+fn sigterm_does_not_wait_for_reads_past_the_timeout() {
+    // Reads in flight on a history another process holds locked wait for
+    // SQLite's busy timeout (3 s) after their requests gave up (503 at
+    // --timeout 1): the stop waited for every one of them.
+    let srv = Server::start(&["--timeout", "1"]);
+    let lock = rusqlite::Connection::open(&srv.db).unwrap();
+    lock.execute_batch("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;")
+        .unwrap();
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let s = UnixStream::connect(&srv.socket).unwrap();
+            std::thread::spawn(move || request(s, "/api/jobs", Some("ann"), &[]))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut srv = srv;
+    let t0 = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(srv.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let st = srv.child.wait().unwrap();
+    let took = t0.elapsed();
+    assert!(st.success(), "{st:?}");
+    for c in clients {
+        let _ = c.join();
+    }
+    drop(lock);
+    // The timeout and a second: the reads' 3 s are not waited for.
+    assert!(took < Duration::from_millis(2200), "{took:?}");
+}
+
+#[test]
 fn a_stale_socket_is_replaced_and_a_live_one_refused() {
     let srv = Server::start(&[]);
     let again = WEB
