@@ -85,7 +85,7 @@ pub struct RecommendArgs {
     #[argh(option)]
     models: Option<String>,
     /// the accepted chance of running out of memory (and of time), percent
-    /// (default 1)
+    /// (default 1; above 0 and below 100)
     #[argh(option, default = "1.0")]
     risk: f64,
     /// the least memory advised, MiB (default 16)
