@@ -337,6 +337,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/report", get(report_page))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        // Every answer, the router's own (405, a bad path's 400) too.
+        .layer(axum::middleware::map_response(|r: Response| async move {
+            secure(r)
+        }))
         .with_state(app)
 }
 
@@ -351,6 +355,8 @@ fn wants_json(uri: &Uri, headers: &HeaderMap) -> bool {
             .is_some_and(|a| a.contains("application/json") && !a.contains("text/html"))
 }
 
+/// The headers every answer carries: no script, style inline only, not
+/// framed, not sniffed, not cached.
 fn secure(mut r: Response) -> Response {
     let h = r.headers_mut();
     h.insert(
@@ -405,7 +411,7 @@ fn error_response(status: StatusCode, message: &str, json: bool) -> Response {
         )
             .into_response()
     };
-    secure(r)
+    r
 }
 
 fn miss(m: Miss, json: bool) -> Response {
@@ -472,10 +478,10 @@ async fn read<T: Send + 'static>(
 
 fn answer(p: &Page, who: &Who, base: &str, json: bool) -> Response {
     if json {
-        return secure(axum::Json(&p.json).into_response());
+        return axum::Json(&p.json).into_response();
     }
     let body = format!("{}{}", nav(who, base), p.body);
-    secure(axum::response::Html(page(&p.title, &body)).into_response())
+    axum::response::Html(page(&p.title, &body)).into_response()
 }
 
 /// Query parameters of the pages.
@@ -545,7 +551,7 @@ async fn plot_svg(state: St, UrlPath(id): UrlPath<String>, req: Request) -> Resp
     };
     let user = (!who.admin).then(|| who.user.clone());
     match read(&app, move |_, s| data::plot(s, &id, user.as_deref())).await {
-        Ok(svg) => secure(([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response()),
+        Ok(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
         Err(m) => miss(m, false),
     }
 }

@@ -616,6 +616,38 @@ fn sigterm_does_not_wait_for_reads_past_the_timeout() {
 }
 
 #[test]
+fn every_answer_carries_the_security_headers() {
+    // The router's own answers (405 for a POST, 400 for a bad path) and
+    // /metrics went without them.
+    let srv = Server::start(&[]);
+    let raw = |head: String| {
+        let mut s = UnixStream::connect(&srv.socket).unwrap();
+        s.write_all(head.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).to_lowercase()
+    };
+    let user = "X-Forwarded-User: ann\r\nConnection: close\r\n";
+    for head in [
+        format!("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n{user}\r\n"),
+        format!("GET /job/%ff HTTP/1.1\r\nHost: x\r\n{user}\r\n"),
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Forwarded-User: root\r\nConnection: close\r\n\r\n"
+            .to_string(),
+        format!("GET /api/job/100 HTTP/1.1\r\nHost: x\r\n{user}\r\n"),
+    ] {
+        let out = raw(head.clone());
+        let (headers, _) = out.split_once("\r\n\r\n").unwrap();
+        for h in [
+            "content-security-policy:",
+            "x-content-type-options: nosniff",
+            "cache-control: private, no-store",
+        ] {
+            assert!(headers.contains(h), "{head}: {headers}");
+        }
+    }
+}
+
+#[test]
 fn a_stale_socket_is_replaced_and_a_live_one_refused() {
     let srv = Server::start(&[]);
     let again = WEB
