@@ -464,6 +464,31 @@ fn pid_reuse_is_a_new_process_and_cpu_never_goes_back() {
 }
 
 #[test]
+fn a_reaped_commands_children_are_not_counted_twice() {
+    // The command (100) and its child (101), both gone at the last sample:
+    // the command's CPU comes from getrusage(RUSAGE_CHILDREN), which holds
+    // the child's too, and the child's last seen CPU was added again
+    // (a probe of four parallel children said 3.9 s for 3.2 s used).
+    let d = tempfile::tempdir().unwrap();
+    let proc_root = d.path().join("proc");
+    write(&proc_root.join("100/stat"), &fake_stat(100, 1, 10, 5));
+    write(&proc_root.join("100/task/100/children"), "101\n");
+    write(&proc_root.join("101/stat"), &fake_stat(101, 100, 40, 6));
+    let mut s = Sampler::new(config(&proc_root, Watch::Pid(100)), NodeSources::default());
+    let a = s.sample(0.0, 0.0, None);
+    assert_eq!(a.procs, Some(2));
+    assert_eq!(a.cpu_user_s, Some(0.5));
+    // Both exit; the probe reaps the command: 1.2 s in all (the child ran
+    // 0.3 s more after the last sample).
+    fs::remove_dir_all(proc_root.join("100")).unwrap();
+    fs::remove_dir_all(proc_root.join("101")).unwrap();
+    s.root_reaped(1.2, 0.0);
+    let b = s.sample(1.0, 1.0, None);
+    assert_eq!(b.procs, Some(0));
+    assert!(close(b.cpu_user_s.unwrap(), 1.2, 1e-9), "{b:?}");
+}
+
+#[test]
 fn environ_fallback_finds_job_processes_without_cgroup() {
     let d = tempfile::tempdir().unwrap();
     let proc_root = d.path().join("proc");
