@@ -5,6 +5,9 @@ use std::path::PathBuf;
 use argh::FromArgs;
 use hpc_core::{Error, Result};
 
+/// The longest interval, seconds.
+const DAY: f64 = 86_400.0;
+
 /// Sample the processes of a SLURM job on this node (or a pid and its
 /// descendants, or a command) and write one NDJSON line per sample: a
 /// `meta` record, then `sample` records, the last one on exit.
@@ -30,9 +33,10 @@ pub struct Args {
     /// seconds between samples at first and after a change (default 1)
     #[argh(option, default = "1.0")]
     pub interval: f64,
-    /// longest interval while the job is steady, seconds (default 30)
-    #[argh(option, default = "30.0")]
-    pub max_interval: f64,
+    /// longest interval while the job is steady, seconds (default 30, or
+    /// --interval when that is longer)
+    #[argh(option)]
+    pub max_interval: Option<f64>,
     /// seconds of dense sampling at the start (default 60)
     #[argh(option, default = "60.0")]
     pub dense_for: f64,
@@ -224,11 +228,14 @@ impl Opts {
         } else {
             Target::Command(a.command)
         };
-        if !(a.interval.is_finite() && a.interval >= 0.01) {
-            return usage("--interval must be at least 0.01 seconds");
+        // At most a day: beyond, an interval is no sampling (and a
+        // Duration of 1e20 s does not exist).
+        if !(a.interval.is_finite() && (0.01..=DAY).contains(&a.interval)) {
+            return usage("--interval must be 0.01 to 86400 seconds");
         }
-        if !(a.max_interval.is_finite() && a.max_interval >= a.interval) {
-            return usage("--max-interval must be at least --interval");
+        let max_interval = a.max_interval.unwrap_or(a.interval.max(30.0));
+        if !(max_interval.is_finite() && (a.interval..=DAY).contains(&max_interval)) {
+            return usage("--max-interval must be at least --interval and at most 86400 seconds");
         }
         if !(a.dense_for.is_finite() && a.dense_for >= 0.0) {
             return usage("--dense-for must be 0 or more seconds");
@@ -247,7 +254,7 @@ impl Opts {
             target,
             out: a.out,
             interval: a.interval,
-            max_interval: a.max_interval,
+            max_interval,
             dense_for: a.dense_for,
             cpus: a.cpus.or(env.cpus_on_node),
             pss: a.pss,
@@ -309,6 +316,23 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e, Error::Usage(_)));
         assert!(Opts::from_args(parse(&["--job", "../x"]).unwrap(), none).is_err());
+    }
+
+    #[test]
+    fn an_interval_is_a_day_at_most_and_raises_the_default_longest() {
+        // 1e20 s panicked making a Duration; --interval 60 alone was refused
+        // for a --max-interval the user never gave.
+        let none = |_: &str| None;
+        let e = Opts::from_args(
+            parse(&["--pid", "7", "--interval", "1e20", "--max-interval", "1e20"]).unwrap(),
+            none,
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Usage(_)));
+        let o = Opts::from_args(parse(&["--pid", "7", "--interval", "60"]).unwrap(), none).unwrap();
+        assert_eq!((o.interval, o.max_interval), (60.0, 60.0));
+        let o = Opts::from_args(parse(&["--pid", "7"]).unwrap(), none).unwrap();
+        assert_eq!((o.interval, o.max_interval), (1.0, 30.0));
     }
 
     #[test]
