@@ -211,6 +211,11 @@ struct InputState {
     /// input began: a header is taken only before the first data line.
     header: Option<String>,
     data_seen: bool,
+    /// Whether the input ends every line with the delimiter (`--parsable`,
+    /// not `--parsable2`): as its header does, else as its first data line
+    /// does. Decided once, not line by line: a '|' in a job name on a line
+    /// whose last value is empty looks like one line by line.
+    trailing: Option<bool>,
 }
 
 impl InputState {
@@ -228,6 +233,7 @@ impl InputState {
             rejected_key: None,
             header: None,
             data_seen: false,
+            trailing: None,
         })
     }
 }
@@ -296,9 +302,11 @@ impl Parser<'_, '_> {
                 }
                 return Ok(());
             }
-            if fields.len() > 1 && fields.last() == Some(&"") {
+            let trailing = fields.len() > 1 && fields.last() == Some(&"");
+            if trailing {
                 fields.pop();
             }
+            st.trailing = Some(trailing);
             match Columns::from_names(fields.iter().copied()) {
                 Ok(c) => {
                     st.cols = Some(c);
@@ -313,7 +321,10 @@ impl Parser<'_, '_> {
             .cols
             .get_or_insert_with(|| Columns::builtin(fields.len()));
         // `--parsable` (not `--parsable2`) ends every line with the delimiter.
-        if fields.len() == cols.count() + 1 && fields.last() == Some(&"") {
+        let trailing = *st
+            .trailing
+            .get_or_insert(fields.len() == cols.count() + 1 && fields.last() == Some(&""));
+        if trailing && fields.last() == Some(&"") {
             fields.pop();
         }
         let outcome = if fields.len() != cols.count() {

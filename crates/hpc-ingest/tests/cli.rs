@@ -770,6 +770,36 @@ fn help_that_cannot_be_written_fails() {
 }
 
 #[test]
+fn a_bar_in_a_name_before_an_empty_last_value_is_rejected_not_shifted() {
+    // --parsable2 (no delimiter at the ends of lines): job 700 is named
+    // 'a|b' and has no account. The one extra field was taken for
+    // --parsable's trailing delimiter, line by line, and the job stored as
+    // name 'a', partition 'b', account 'gpu' (exit 0).
+    let out = ingest(
+        &["--ndjson"],
+        b"JobID|JobIDRaw|State|Elapsed|AllocCPUS|JobName|Partition|Account\n\
+699|699|COMPLETED|01:00:00|2|ok|gpu|physics\n\
+700|700|COMPLETED|01:00:00|2|a|b|gpu|\n",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 3: 9 fields, expected 8"),
+        "{}",
+        stderr(&out)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("\"job_id\":\"699\""), "{stdout}");
+    assert!(!stdout.contains("\"job_id\":\"700\""), "{stdout}");
+    // --parsable, which ends every line with the delimiter, header too.
+    let out = ingest(
+        &["--ndjson"],
+        b"JobID|State|Elapsed|Account|\n701|COMPLETED|01:00:00||\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"job_id\":\"701\""));
+}
+
+#[test]
 fn values_quoted_in_messages_are_escaped() {
     // Whatever sacct printed (a job name, any field a user sets) and a
     // JSON string's newline reach the terminal escaped: no escape code

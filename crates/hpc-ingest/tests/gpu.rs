@@ -24,7 +24,7 @@ fn gpu_tres_usage_becomes_gpu_memory_and_utilisation() {
     // numbered step at 85 % each over 2 GPUs.
     let input = format!(
         "{HEADER}
-10|10|COMPLETED|3600|8|billing=8,cpu=8,gres/gpu=2,mem=64G,node=1|1||64G|||||
+10|10|COMPLETED|3600|8|billing=8,cpu=8,gres/gpu=2,mem=64G,node=1|1||64G||||
 10.batch|10|COMPLETED|3600|8|cpu=8,gres/gpu=2,mem=64G,node=1|1|1||500M|00:00:10|cpu=00:00:10,energy=0,fs/disk=1234,gres/gpumem=1048576000,gres/gpuutil=3,mem=524288000,pages=0,vmem=0|cpu=00:00:10,energy=0,fs/disk=1234,gres/gpumem=1048576000,gres/gpuutil=3,mem=524288000,pages=0,vmem=0
 10.0|10|COMPLETED|3500|8|cpu=8,gres/gpu=2,mem=64G,node=1|1|2||2000M|01:00:00|cpu=00:30:00,energy=0,fs/disk=99,gres/gpumem=3000M,gres/gpuutil=92,mem=2000M,pages=0,vmem=0|cpu=00:30:00,energy=0,fs/disk=99,gres/gpumem=2500M,gres/gpuutil=85,mem=1800M,pages=0,vmem=0
 10.extern|10|COMPLETED|3600|8|cpu=8,gres/gpu=2,mem=64G,node=1|1|1||0|00:00:00|cpu=00:00:00,energy=0,fs/disk=5273,gres/gpumem=0,gres/gpuutil=0,mem=262144,pages=0,vmem=0|cpu=00:00:00,energy=0,fs/disk=5273,gres/gpumem=0,gres/gpuutil=0,mem=262144,pages=0,vmem=0
@@ -42,7 +42,7 @@ fn gpu_tres_usage_becomes_gpu_memory_and_utilisation() {
 fn older_slurm_without_gpu_tres_leaves_the_fields_out() {
     let input = format!(
         "{HEADER}
-11|11|COMPLETED|600|4|billing=4,cpu=4,gres/gpu=1,mem=8G,node=1|1||8G|||||
+11|11|COMPLETED|600|4|billing=4,cpu=4,gres/gpu=1,mem=8G,node=1|1||8G||||
 11.batch|11|COMPLETED|600|4|cpu=4,gres/gpu=1,mem=8G,node=1|1|1||500M|00:05:00|cpu=00:05:00,energy=0,fs/disk=1234,mem=524288000,pages=0,vmem=0|cpu=00:05:00,energy=0,fs/disk=1234,mem=524288000,pages=0,vmem=0
 "
     );
@@ -56,7 +56,7 @@ fn older_slurm_without_gpu_tres_leaves_the_fields_out() {
 fn no_value_from_slurm_is_absent_not_huge() {
     let input = format!(
         "{HEADER}
-12|12|COMPLETED|600|4|billing=4,cpu=4,gres/gpu=1,mem=8G,node=1|1||8G|||||
+12|12|COMPLETED|600|4|billing=4,cpu=4,gres/gpu=1,mem=8G,node=1|1||8G||||
 12.0|12|COMPLETED|600|4|cpu=4,gres/gpu=1,mem=8G,node=1|1|1||500M|00:05:00|gres/gpumem=18446744073709551614,gres/gpuutil=18446744073709551614|gres/gpuutil=18446744073709551614
 "
     );
@@ -69,7 +69,7 @@ fn no_value_from_slurm_is_absent_not_huge() {
 fn a_bad_gpu_tres_value_rejects_the_line_by_name() {
     let input = format!(
         "{HEADER}
-13|13|COMPLETED|600|4|billing=4,cpu=4,gres/gpu=1,mem=8G,node=1|1||8G|||||
+13|13|COMPLETED|600|4|billing=4,cpu=4,gres/gpu=1,mem=8G,node=1|1||8G||||
 13.0|13|COMPLETED|600|4|cpu=4,gres/gpu=1,mem=8G,node=1|1|1||500M|00:05:00|gres/gpumem=lots|gres/gpuutil=5
 "
     );
