@@ -278,6 +278,41 @@ fn a_reader_that_cannot_make_the_shm_file_says_it_holds_a_snapshot() {
     assert!(frozen.is_snapshot());
 }
 
+// The same with commits still in the write-ahead log (the last writer
+// did not checkpoint): an immutable connection reads the main file alone,
+// and dump printed the history without them, exit 0.
+#[test]
+fn a_reader_that_cannot_read_the_wal_it_finds_refuses() {
+    let src = tempfile::tempdir().unwrap();
+    let made = src.path().join("h.db");
+    assert!(run(&made, &["put"], some_jobs(2).as_bytes())
+        .status
+        .success());
+    // A writer that stays open while its commit is copied with its WAL.
+    let mut w = hpc_db::Store::open(&made).unwrap();
+    let mut tx = w.writer().unwrap();
+    tx.put_line(
+        "flag",
+        r#"{"kind":"flag","job_id":"1000","flag":"x","category":"misuse","value":1,"threshold":0.5,"reason":"r"}"#,
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    let wal = src.path().join("h.db-wal");
+    assert!(fs::metadata(&wal).unwrap().len() > 0);
+    let ro = ReadOnlyDir::new(|p| {
+        fs::copy(&made, p.join("h.db")).unwrap();
+        fs::copy(&wal, p.join("h.db-wal")).unwrap();
+    });
+    drop(w);
+    let db = ro.path.join("h.db");
+    let e = hpc_db::Store::open_read_only(&db, Duration::from_secs(1))
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("write-ahead log"), "{e}");
+    let out = run(&db, &["dump"], b"");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+}
+
 // Item 4: a store that cannot be written fails the run and leaves the spool.
 #[test]
 fn an_unwritable_database_leaves_spool_files_in_place() {
