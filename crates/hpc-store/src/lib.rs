@@ -321,7 +321,10 @@ pub fn put_spool(
     };
     let mut total = PutReport::default();
     for path in names {
-        let name = shown(&dir.join(path.file_name().unwrap_or_default()));
+        // Read through the pinned folder, named by the spool's own path.
+        let source = dir.join(path.file_name().unwrap_or_default());
+        let name = shown(&source);
+        let source = source.to_string_lossy();
         if already_moved(&path, dir)? {
             continue;
         }
@@ -354,7 +357,7 @@ pub fn put_spool(
         let read = file.metadata().map(|m| identity(&m)).ok();
         let rep = match &guard {
             None => {
-                let input = Input::new(&path.to_string_lossy(), std::io::BufReader::new(file));
+                let input = Input::new(&source, std::io::BufReader::new(file));
                 put_reader(store, input, rejects)?
             }
             Some(g) => {
@@ -374,7 +377,7 @@ pub fn put_spool(
                     total.waiting += 1;
                     continue;
                 }
-                let input = Input::new(&path.to_string_lossy(), text.as_bytes());
+                let input = Input::new(&source, text.as_bytes());
                 put_guarded(store, input, rejects, Some(g))?
             }
         };

@@ -1105,3 +1105,23 @@ fn a_file_claimed_by_a_killed_run_is_loaded_by_the_next() {
     assert!(spool.join("done/41.1.ndjson").exists(), "{err}");
     assert_eq!(count_jobs(&db), 3, "{err}");
 }
+
+// A spool file's rejected line was named by the folder's pinned descriptor
+// (/proc/self/fd/6/bad.ndjson: line 2), which tells an admin nothing.
+#[test]
+fn a_spool_files_bad_line_is_named_by_the_spools_path() {
+    let d = tempfile::tempdir().unwrap();
+    let spool = d.path().join("spool");
+    fs::create_dir(&spool).unwrap();
+    fs::write(spool.join("bad.ndjson"), some_jobs(1) + "not a record\n").unwrap();
+    let out = run(
+        &d.path().join("h.db"),
+        &["put", "--spool", spool.to_str().unwrap(), "--settle", "0"],
+        b"",
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let want = format!("{}: line 2:", spool.join("bad.ndjson").display());
+    assert!(err.contains(&want), "{err}");
+    assert!(!err.contains("/proc/self/fd"), "{err}");
+}
