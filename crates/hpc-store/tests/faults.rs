@@ -1125,3 +1125,26 @@ fn a_spool_files_bad_line_is_named_by_the_spools_path() {
     assert!(err.contains(&want), "{err}");
     assert!(!err.contains("/proc/self/fd"), "{err}");
 }
+
+// A job record marked final with a state of a job that has not ended (a
+// hand-edited or broken producer's record) replaced the stored COMPLETED
+// run, and for good: a final record is never replaced. Such a record, and
+// one with an empty state, is rejected by line; the stored run stays.
+#[test]
+fn a_final_record_of_a_running_job_is_rejected() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("h.db");
+    let done = some_jobs(1);
+    assert!(run(&db, &["put"], done.as_bytes()).status.success());
+    let running = done
+        .replace(r#""state":"COMPLETED""#, r#""state":"RUNNING""#)
+        .replace(r#","end":"2026-01-01T01:00:00Z""#, "");
+    let empty = done.replace(r#""state":"COMPLETED""#, r#""state":"""#);
+    let out = run(&db, &["put"], format!("{running}{empty}").as_bytes());
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("line 1: is_final with state RUNNING"), "{err}");
+    assert!(err.contains("line 2: state: empty state"), "{err}");
+    let dump = text(&run(&db, &["dump"], b"").stdout);
+    assert!(dump.contains(r#""state":"COMPLETED""#), "{dump}");
+}
