@@ -866,7 +866,6 @@ impl Sampler {
         } else if r.detail {
             rss_mb = Some(r.sum.rss_pages as f64 * self.cfg.page_size as f64 / MB);
         }
-        s.rss_mb = rss_mb.map(round3);
         if r.plan.has(Figure::Peak) {
             if let Some(p) = r.cg.peak_bytes {
                 self.hwm_mb = self.hwm_mb.max(p as f64 / MB);
@@ -875,10 +874,19 @@ impl Sampler {
             self.hwm_mb = self.hwm_mb.max(r.sum.hwm_kb as f64 / 1024.0);
         }
         self.hwm_mb = self.hwm_mb.max(rss_mb.unwrap_or(0.0));
-        if rss_mb.is_some() || self.hwm_mb > 0.0 {
+        // No memory read yet (a command that ended before the first
+        // reading, or read as it started): unknown, not 0 MB, which
+        // hpc-flags would take for a peak of 0.
+        let none_yet = self.hwm_mb <= 0.0;
+        if none_yet {
+            rss_mb = None;
+        } else {
             s.hwm_mb = Some(round3(self.hwm_mb));
         }
-        s.swap_mb = if r.plan.has(Figure::Swap) {
+        s.rss_mb = rss_mb.map(round3);
+        s.swap_mb = if none_yet {
+            None
+        } else if r.plan.has(Figure::Swap) {
             r.cg.swap_bytes.map(|b| round3(b as f64 / MB))
         } else if r.detail {
             Some(round3(r.sum.swap_kb as f64 / 1024.0))

@@ -142,6 +142,24 @@ fn usage_errors_exit_2() {
 }
 
 #[test]
+fn a_command_gone_before_any_reading_has_no_memory_figures() {
+    // `true` ends before the first reading: its sample said rss_mb 0 and
+    // hwm_mb 0, which hpc-flags took for a peak of 0 MB (memory asked for
+    // and never used); the man page says an absent source is left out.
+    let o = run(&["--no-perf", "--", "true"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let recs = records(&String::from_utf8(o.stdout).unwrap());
+    let last = samples(&recs).last().cloned().expect("a last sample");
+    assert_eq!(last["procs"], 0);
+    // Left out, unless the command was read while it ran (then its peak
+    // is a real one, above 0).
+    match last.get("hwm_mb") {
+        None => assert!(last.get("rss_mb").is_none(), "{last}"),
+        Some(h) => assert!(h.as_f64().unwrap() > 0.0, "{last}"),
+    }
+}
+
+#[test]
 fn command_exit_status_is_passed_through() {
     let o = run(&["--", "false"]);
     assert_eq!(o.status.code(), Some(1), "{}", show(&o));

@@ -464,6 +464,19 @@ fn pid_reuse_is_a_new_process_and_cpu_never_goes_back() {
 }
 
 #[test]
+fn memory_never_read_is_left_out_not_zero() {
+    // A watched process gone before the first reading: its sample said
+    // rss_mb 0 and hwm_mb 0, a peak of 0 MB to hpc-flags.
+    let d = tempfile::tempdir().unwrap();
+    let proc_root = d.path().join("proc");
+    fs::create_dir_all(&proc_root).unwrap();
+    let mut s = Sampler::new(config(&proc_root, Watch::Pid(100)), NodeSources::default());
+    let a = s.sample(0.0, 0.0, None);
+    assert_eq!(a.procs, Some(0));
+    assert_eq!((a.rss_mb, a.hwm_mb, a.swap_mb), (None, None, None), "{a:?}");
+}
+
+#[test]
 fn a_reaped_commands_children_are_not_counted_twice() {
     // The command (100) and its child (101), both gone at the last sample:
     // the command's CPU comes from getrusage(RUSAGE_CHILDREN), which holds
