@@ -244,6 +244,11 @@ pub fn evaluate(job_id: &str, acc: JobAcc, th: &Thresholds) -> Outcome {
     for rule in RULES {
         match (rule.test)(&facts, th) {
             None => out.not_evaluated.push(rule.flag.to_owned()),
+            // Inputs whose sum or mean overflows (values near f64's limit)
+            // measure nothing: not a flag with a value of null or inf.
+            Some(v) if v.value.is_some_and(|x| !x.is_finite()) => {
+                out.not_evaluated.push(rule.flag.to_owned())
+            }
             Some(v) if v.raised => out.flags.push(Flag {
                 job_id: job_id.to_owned(),
                 flag: rule.flag.to_owned(),

@@ -270,7 +270,13 @@ pub const RULES: &[Rule] = &[
 ];
 
 fn round3(v: f64) -> f64 {
-    (v * 1e3).round() / 1e3
+    // A value near f64's limit is shown as it is: scaled, it overflows.
+    let x = v * 1e3;
+    if x.is_finite() {
+        x.round() / 1e3
+    } else {
+        v
+    }
 }
 
 fn oom_killed(f: &Facts, _: &Thresholds) -> Option<Verdict> {

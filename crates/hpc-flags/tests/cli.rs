@@ -987,3 +987,34 @@ fn file_names_in_messages_are_escaped() {
         "{err}"
     );
 }
+
+#[test]
+fn values_near_the_limit_of_a_number_raise_no_flag_of_inf() {
+    // A cpi of 1e308 in each sample: the mean overflowed and high_cpi was
+    // raised with the value null and "mean cycles per instruction inf";
+    // node_cpu_cv's reason said "inf" for 1e308.
+    let mut input = String::from(
+        r#"{"kind":"summary","job_id":"8","duration_s":0,"req_cpus":4,"cpu_s":0,"nodes":["a","b"],"missing_nodes":[],"node_cpu_cv":1e308}"#,
+    );
+    input.push('\n');
+    for i in 0..5 {
+        input.push_str(&format!(
+            r#"{{"kind":"sample","job_id":"8","t":{},"cpu_cores":1.0,"rss_mb":10.0,"cpi":1e308}}"#,
+            1_795_800_000 + i
+        ));
+        input.push('\n');
+    }
+    let out = flags_of(&input, &[]);
+    for l in out.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        if v["kind"] == "flag" {
+            assert!(v["value"].is_number(), "{l}");
+            assert!(!v["reason"].as_str().unwrap().contains("inf"), "{l}");
+        }
+    }
+    assert!(!raised(&out).contains(&"high_cpi".to_string()), "{out}");
+    assert!(
+        out.contains("\"high_cpi\""),
+        "listed as not evaluated: {out}"
+    );
+}
