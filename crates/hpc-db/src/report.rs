@@ -270,7 +270,11 @@ pub fn finish(by: By, raw: Vec<RawRow>, groups: &Groups) -> (Vec<Row>, u64) {
                 acc.entry(key).or_default().add_scaled(&r.sums, 1.0);
             }
             _ => {
-                let key = r.key.unwrap_or_else(|| NONE_KEY.into());
+                // An empty value (a job named "") is no value either.
+                let key = r
+                    .key
+                    .filter(|k| !k.trim().is_empty())
+                    .unwrap_or_else(|| NONE_KEY.into());
                 acc.entry(key).or_default().add_scaled(&r.sums, 1.0);
             }
         }

@@ -316,3 +316,16 @@ fn flags_are_counted_and_listed() {
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(text.contains("\"job_id\":\"12\""));
 }
+
+#[test]
+fn an_empty_value_is_reported_as_none() {
+    // A job named "" was a row with a blank key in `--by tool`, where the
+    // man page promises "(none)" for jobs without a value.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let job = r#"{"kind":"job","cluster":"c","job_id":"5","job_id_raw":"5","user":"u","job_name":"","state":"COMPLETED","start":"2026-01-01T00:00:00Z","end":"2026-01-01T01:00:00Z","alloc_cpus":1,"cpu_hours_reserved":1,"is_final":true}"#;
+    run(&db, &["put"], format!("{job}\n").as_bytes());
+    let out = run(&db, &["report", "--by", "tool", "--format", "csv"], b"");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.lines().any(|l| l.starts_with("(none),1,")), "{text}");
+}
