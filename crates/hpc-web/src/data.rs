@@ -208,14 +208,15 @@ pub fn job(
     // wrapped): the records kept by it may be theirs, so they are not
     // shown (the store's dump for a user leaves them out as well).
     let mut withheld = Vec::new();
-    if let Some(u) = user {
-        for i in &ids {
-            if store.is_shared(i, u)? {
-                withheld.push(i.to_string());
-            }
+    let mut shown = Vec::new();
+    for i in ids {
+        match user {
+            Some(u) if store.is_shared(i, u)? => withheld.push(i.to_string()),
+            _ => shown.push(i),
         }
     }
-    let flags = store.flags_for(&ids, user)?;
+    // Each id asked once: the flags of those shown, for anyone.
+    let flags = store.flags_for(&shown, None)?;
     let read = |kind| -> Result<Vec<String>> {
         let mut v = Vec::new();
         store.dump(kind, &filter, |t| {
