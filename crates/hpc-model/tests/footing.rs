@@ -235,9 +235,8 @@ fn costliest_alone(dir: &Path) -> Vec<(String, Vec<String>)> {
 fn one_tools_history_each_real_traces_costliest_groups_alone() {
     // Issue 28's "one tool's history", counted as bench/one_tool.py counts
     // it. Not all of it holds yet. The 1 % rule fails on MGnify's Marine
-    // lineage (ours 0.456 at 0.94 % out, p95 x 1.2 0.487 at 1.74 %; ours at
-    // 2 %: 0.504 at 1.60 %) and its Oceanic lineage (3 of 129 jobs out; p95
-    // x 1.2 5), on SAP's largest j500 build (its first hundred of 153 builds
+    // lineage (ours 0.461 at 0.80 % out, p95 x 1.2 0.487 at 1.74 %; ours at
+    // 2 %: 0.504 at 1.60 %), on SAP's largest j500 build (its first hundred of 153 builds
     // sized 1.1-1.3x their largest value: the log-normal inflation of a short
     // history, where the values have a light upper tail), and on bwa_index
     // and montage's mViewer (1 of 14 and of 31 out, as max so far: bwa_index's
@@ -273,7 +272,9 @@ fn one_tools_history_each_real_traces_costliest_groups_alone() {
             assert!(f.ours >= f.maq - 0.05, "{name}: {f:?}");
         }
     }
-    // As bench/one_tool.py counts them: 7 of 12 and 30 of 36 now.
-    assert!(rule >= 7, "the 1 % rule holds on {rule} of 12");
+    // As bench/one_tool.py counts them: 8 of 12 and 30 of 36 now. (MGnify's
+    // Oceanic lineage ran out on 3 of 129 while its request capped the
+    // advice with a job 1 % below it; see calib's request cap.)
+    assert!(rule >= 8, "the 1 % rule holds on {rule} of 12");
     assert!(even >= 30, "equal footing holds on {even} of {evens}");
 }
