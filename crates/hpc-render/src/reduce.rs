@@ -66,7 +66,11 @@ pub fn reduce(t: &[f64], v: &[f32], span: (f64, f64), n: usize) -> Vec<Option<Bi
 }
 
 /// The job-wide bins of several nodes' bins: per column, the nodes' means
-/// summed (or averaged); min and max are that value.
+/// summed (or averaged); min and max are that value. Between a node's
+/// first and last values, a column without one of its samples holds its
+/// latest value: nodes sampled at the same interval but not in step (or
+/// more finely binned than sampled) leave columns with some nodes only,
+/// which would otherwise show the job at a fraction of itself there.
 pub fn combine<'a>(
     nodes: impl Iterator<Item = &'a [Option<Bin>]>,
     how: Combine,
@@ -74,9 +78,14 @@ pub fn combine<'a>(
 ) -> Vec<Option<Bin>> {
     let mut acc: Vec<(f64, u32)> = vec![(0.0, 0); n.max(1)];
     for node in nodes {
-        for (a, b) in acc.iter_mut().zip(node) {
+        let end = node.iter().rposition(Option::is_some).map_or(0, |i| i + 1);
+        let mut last = None;
+        for (a, b) in acc.iter_mut().zip(&node[..end]) {
             if let Some(b) = b {
-                a.0 += b.mean();
+                last = Some(b.mean());
+            }
+            if let Some(v) = last {
+                a.0 += v;
                 a.1 += 1;
             }
         }
@@ -125,5 +134,30 @@ mod tests {
         assert!(s[1].is_none());
         let m = combine([&a[..], &b[..]].into_iter(), Combine::Mean, 2);
         assert_eq!(m[0].unwrap().max, 2.0);
+    }
+
+    #[test]
+    fn nodes_out_of_step_are_summed_with_their_latest_values() {
+        // Two nodes at 4 each, sampled 10 s apart and 5 s out of step, in
+        // columns of 5 s: each column held one node's sample, and the sum
+        // was drawn at 4, not 8.
+        let t = |from: f64| {
+            (0..10)
+                .map(|i| from + 10.0 * f64::from(i))
+                .collect::<Vec<_>>()
+        };
+        let v = vec![4.0f32; 10];
+        let a = reduce(&t(0.0), &v, (0.0, 100.0), 20);
+        let b = reduce(&t(5.0), &v, (0.0, 100.0), 20);
+        let s = combine([&a[..], &b[..]].into_iter(), Combine::Sum, 20);
+        // From the second node's first sample to the first node's last.
+        for (i, c) in s.iter().enumerate().take(19).skip(1) {
+            assert_eq!(c.unwrap().max, 8.0, "column {i}");
+        }
+        assert_eq!(s[0].unwrap().max, 4.0, "the second node had not started");
+        // A node that ended is not carried past its last sample.
+        let short = reduce(&t(0.0)[..5], &v[..5], (0.0, 100.0), 20);
+        let s = combine([&short[..], &b[..]].into_iter(), Combine::Sum, 20);
+        assert_eq!(s[18].unwrap().max, 4.0);
     }
 }
