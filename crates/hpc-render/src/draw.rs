@@ -292,8 +292,10 @@ fn draw_marks<DB: DrawingBackend>(chart: &mut Chart<'_, DB>, p: &Panel, y_max: f
     Ok(())
 }
 
-/// A value for a label: `4`, `3.5`, `0.20`, `120`.
+/// A value for a label: `4`, `3.5`, `0.20`, `120`; never `-0` (an empty
+/// sum of floats is -0.0).
 pub fn short_value(v: f64) -> String {
+    let v = v + 0.0;
     if v.fract() == 0.0 && v.abs() < 1e15 {
         return format!("{v:.0}");
     }
@@ -348,4 +350,19 @@ pub fn write_png(out: &mut dyn std::io::Write, rgb: &[u8], size: (u32, u32)) -> 
         .map_err(png_err)?
         .write_image_data(rgb)
         .map_err(png_err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_sum_is_shown_as_0_not_minus_0() {
+        // The HTML report said "GPU hours reserved: -0" and the mail
+        // "CPU hours: -0 reserved" when no job had any.
+        let empty: f64 = std::iter::empty::<f64>().sum();
+        assert_eq!(short_value(empty), "0");
+        assert_eq!(short_value(-2.0), "-2");
+        assert_eq!(short_value(3.5), "3.5");
+    }
 }
