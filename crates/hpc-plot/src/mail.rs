@@ -59,7 +59,10 @@ impl MailOpts {
             })?),
         };
         Ok(MailOpts {
-            to: address("--to", a.to.as_deref().unwrap_or(&a.user))?,
+            to: match &a.to {
+                Some(to) => address("--to", to)?,
+                None => address("--user (the address without --to)", &a.user)?,
+            },
             from: a
                 .from
                 .as_deref()
@@ -201,6 +204,19 @@ pub fn text_body(idx: &Index, opts: &MailOpts, jobs: &[&Job]) -> String {
 pub fn write_mail(out: &mut dyn Write, stream: &Stream, opts: &MailOpts) -> Result<()> {
     let idx = Index::new(stream);
     let jobs = digest_jobs(stream, opts);
+    if jobs.is_empty() {
+        // A mistyped --user, or a dump that failed upstream: no digest of
+        // nothing goes out.
+        return Err(Error::Other(format!(
+            "no jobs of user '{}'{} in the input: no mail written",
+            hpc_core::paths::escaped(&opts.user),
+            if opts.since.is_some() {
+                " since --since"
+            } else {
+                ""
+            }
+        )));
+    }
     let subject = format!("hpc-sizer: {} jobs of {}", jobs.len(), opts.user);
     let text = text_body(&idx, opts, &jobs);
     let html = page(

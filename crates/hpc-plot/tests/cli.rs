@@ -315,6 +315,15 @@ fn the_html_report_escapes_user_strings_and_is_private_and_replaced() {
         3,
         "index, ann's page and the manifest; no temporary files left: {names:?}"
     );
+    // An empty input (a dump that failed upstream) is an error that leaves
+    // the report as it was: it deleted ann's page and wrote an empty index,
+    // exit 0.
+    let index = std::fs::read(out.join("index.html")).unwrap();
+    let (code, _, err) = TOOL.cli(&["html", "--out", out.to_str().unwrap()], "");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no job, sample or report records"), "{err}");
+    assert!(ann.exists(), "ann's page is kept");
+    assert_eq!(std::fs::read(out.join("index.html")).unwrap(), index);
 }
 
 #[test]
@@ -449,6 +458,21 @@ fn the_mail_tells_only_the_jobs_since() {
     let (code, _, err) = TOOL.cli(&["mail", "--user", "ann", "--since", "yesterday"], "");
     assert_eq!(code, 2);
     assert!(err.contains("--since"), "{err}");
+    // No job of the user, or none since: no digest of nothing for sendmail
+    // (a mistyped --user printed "0 jobs of annn" and exited 0).
+    for args in [
+        &["mail", "--user", "annn"][..],
+        &["mail", "--user", "ann", "--since", "2027-01-01"][..],
+    ] {
+        let (code, mail, err) = TOOL.cli(args, &text);
+        assert_eq!(code, 1, "{err}");
+        assert!(mail.is_empty(), "{mail}");
+        assert!(err.contains("no jobs of user"), "{err}");
+    }
+    // A user name that is no address, without --to, names --user.
+    let (code, _, err) = TOOL.cli(&["mail", "--user", "jörg"], &text);
+    assert_eq!(code, 2);
+    assert!(err.contains("--user"), "{err}");
 }
 
 #[test]
@@ -480,4 +504,30 @@ fn every_long_flag_in_help_is_in_the_man_page() {
             );
         }
     }
+}
+
+#[test]
+fn control_characters_in_names_leave_the_svg_well_formed() {
+    // A job id with \u0001 and an escape code made an SVG that is not
+    // well-formed XML (a browser refuses it), and the text format wrote
+    // the escape code to the terminal; a report key alike.
+    let job = partial().replace("\"job_id\":\"7\"", "\"job_id\":\"7\\u0001\\u001b[31m\"");
+    let report = "{\"kind\":\"report\",\"by\":\"user\",\"user\":\"a\\u0001b\",\"jobs\":1,\"cpu_h\":1,\"cpu_wasted_h\":0.5}\n";
+    let py =
+        "import sys, xml.dom.minidom as m; m.parseString(sys.stdin.buffer.read()); print('ok')";
+    for (args, input) in [
+        (&["job", "--format", "svg"][..], job.as_str()),
+        (&["report", "--format", "svg"][..], report),
+    ] {
+        let (code, svg, err) = TOOL.cli(args, input);
+        assert_eq!(code, 0, "{err}");
+        let out = feed(
+            std::process::Command::new("python3").args(["-c", py]),
+            svg.as_bytes(),
+        );
+        assert!(out.status.success(), "{args:?}: {}", show(&out));
+    }
+    let (code, txt, err) = TOOL.cli(&["job"], &job);
+    assert_eq!(code, 0, "{err}");
+    assert!(!txt.contains('\u{1b}') && txt.contains("\\u{1b}"), "{txt}");
 }

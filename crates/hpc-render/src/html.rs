@@ -13,7 +13,7 @@ use hpc_core::fields::{index_of, Column, Value};
 use hpc_core::paths::{create_private_dir, write_atomic};
 use hpc_core::record::{Flag, Job};
 use hpc_core::slurm::format_duration;
-use hpc_core::{IoContext, Result};
+use hpc_core::{Error, IoContext, Result};
 
 use crate::draw::{self, short_value};
 use crate::job::title;
@@ -494,8 +494,22 @@ pub fn job_panels_svg(stream: &Stream, id: &str) -> Result<Option<(String, Strin
 /// folder keeps its mode): `index.html` and one page per user, each
 /// atomically (0600). Pages the previous run wrote (its manifest,
 /// [`MANIFEST`]) and this one did not are removed, so a re-run replaces the
-/// report; no other file of the folder is touched.
+/// report; no other file of the folder is touched. An input with nothing
+/// to show (no job, sample, flag, summary, report row or recommendation)
+/// is an error that leaves the folder as it was: an empty pipe (a failed
+/// `hpc-store dump`) never replaces a report.
 pub fn write_site(dir: &Path, stream: &Stream, heading: &str) -> Result<()> {
+    let empty = stream.jobs.is_empty()
+        && stream.series.is_empty()
+        && stream.flags.is_empty()
+        && stream.summaries.is_empty()
+        && stream.reports.is_empty()
+        && stream.recs.is_empty();
+    if empty {
+        return Err(Error::Other(
+            "no job, sample or report records in the input: the report is left as it was".into(),
+        ));
+    }
     create_private_dir(dir)?;
     let idx = Index::new(stream);
     let mut written = HashSet::new();

@@ -52,10 +52,12 @@ pub fn title(plot: &JobPlot, samples: usize) -> String {
         epoch: plot.t0 as i64,
     }
     .to_rfc3339();
+    // Control characters are escaped: raw, they are not well-formed XML
+    // (an SVG a browser refuses) and reach a terminal in the text format.
     let id = if plot.job_id.is_empty() {
-        "(no id)"
+        "(no id)".to_string()
     } else {
-        &plot.job_id
+        hpc_core::paths::escaped(&plot.job_id)
     };
     format!(
         "job {id}: from {start}, {}, {samples} samples",

@@ -45,8 +45,10 @@ impl Row {
             .and_then(Value::as_str)
             .unwrap_or("key")
             .to_string();
+        // Control characters escaped, as in a job's title (see
+        // `job::title`).
         let key = match m.get(&by) {
-            Some(Value::String(s)) => s.clone(),
+            Some(Value::String(s)) => hpc_core::paths::escaped(s),
             Some(Value::Null) | None => "(none)".into(),
             Some(v) => v.to_string(),
         };
