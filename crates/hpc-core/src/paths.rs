@@ -7,13 +7,28 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{IoContext, Result};
 
-/// The data folder: `$XDG_DATA_HOME/hpc-sizer`, else `~/.local/share/hpc-sizer`.
+/// The data folder: `$XDG_DATA_HOME/hpc-sizer` (an absolute path, as the
+/// XDG base directory rules ask), else `~/.local/share/hpc-sizer`, home
+/// being `HOME`, else the user's home in the password database (cron,
+/// `env -i`). Never the current folder: a history made there is lost to
+/// every later run from elsewhere.
 pub fn data_dir() -> PathBuf {
+    let home = || {
+        std::env::var_os("HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                nix::unistd::User::from_uid(nix::unistd::getuid())
+                    .ok()
+                    .flatten()
+                    .map(|u| u.dir)
+            })
+    };
     let base = std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("."));
+        .filter(|v| v.is_absolute())
+        .or_else(|| home().map(|h| h.join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("/nonexistent/.local/share"));
     base.join("hpc-sizer")
 }
 

@@ -159,6 +159,35 @@ fn status_without_a_database_says_so() {
 }
 
 #[test]
+fn without_home_the_history_is_in_the_users_home_not_the_current_folder() {
+    // With HOME and XDG_DATA_HOME unset (cron, env -i), `put` made
+    // ./hpc-sizer/hpc-sizer.db wherever it ran; a relative XDG_DATA_HOME
+    // was taken too, which the XDG rules say to ignore.
+    let dir = tempfile::tempdir().unwrap();
+    let home = std::process::Command::new("sh")
+        .args(["-c", "getent passwd \"$(id -u)\" | cut -d: -f6"])
+        .output()
+        .unwrap();
+    let home = text(&home.stdout).trim().to_string();
+    assert!(!home.is_empty());
+    let want = format!("{home}/.local/share/hpc-sizer/hpc-sizer.db");
+    for xdg in [None, Some("rel")] {
+        let mut c = TOOL.command(&["status"]);
+        c.current_dir(dir.path())
+            .env_remove("HOME")
+            .env_remove("HPC_SIZER_DB")
+            .env_remove("XDG_DATA_HOME");
+        if let Some(x) = xdg {
+            c.env("XDG_DATA_HOME", x);
+        }
+        let out = feed(&mut c, b"");
+        let (o, e) = (text(&out.stdout), text(&out.stderr));
+        assert!(o.contains(&want) || e.contains(&want), "{xdg:?}: {o}{e}");
+    }
+    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none());
+}
+
+#[test]
 fn help_matches_the_man_page() {
     let mut n = 0;
     for sub in [
