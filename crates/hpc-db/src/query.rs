@@ -427,20 +427,26 @@ impl Store {
 
     /// The flag joined with its job's user: one row per job id (the runs of
     /// a requeued job share their flags). Without a filter, flags of jobs
-    /// not stored count too (with no user).
+    /// not stored count too (with no user). With a user, the flags of ids
+    /// another user's job has too are left out, as `dump --user` leaves
+    /// them (flags are kept by job id alone).
     fn flags_from(filter: &JobFilter) -> (String, Vec<rusqlite::types::Value>) {
         let (cond, ps) = filter.sql();
         if filter.is_empty() {
-            (
+            return (
                 "flags f LEFT JOIN (SELECT job_id_raw, max(user) AS user FROM jobs GROUP BY job_id_raw) jobs ON jobs.job_id_raw = f.job_id".to_string(),
                 Vec::new(),
-            )
-        } else {
-            (
-                format!("flags f JOIN (SELECT job_id_raw, max(user) AS user FROM jobs WHERE {cond} GROUP BY job_id_raw) jobs ON jobs.job_id_raw = f.job_id"),
-                ps,
-            )
+            );
         }
+        // The user is ?1 in the filter's parameters.
+        let others = match filter.user {
+            Some(_) => format!(" WHERE NOT ({})", shared_sql("f.job_id", "?1", false)),
+            None => String::new(),
+        };
+        (
+            format!("flags f JOIN (SELECT job_id_raw, max(user) AS user FROM jobs WHERE {cond} GROUP BY job_id_raw) jobs ON jobs.job_id_raw = f.job_id{others}"),
+            ps,
+        )
     }
 
     /// How many of the filtered jobs raised each flag, and their users:
@@ -611,7 +617,14 @@ impl Store {
     ) -> Result<u64> {
         let mut n = 0;
         let mut buf = Vec::with_capacity(1024);
+        // Each record once: a kind named twice, or `analysis` or `rec`
+        // beside `other` (which holds them), is written once.
+        let whole = kinds.contains(&"other");
+        let mut done = std::collections::HashSet::new();
         for kind in kinds {
+            if !done.insert(*kind) || (whole && matches!(*kind, "analysis" | "rec")) {
+                continue;
+            }
             let kind = match *kind {
                 "job" => {
                     n += self.for_each_job(filter, |j| {

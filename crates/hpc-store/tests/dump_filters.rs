@@ -87,6 +87,13 @@ fn tool_and_limit_select_the_latest_jobs_of_one_tool() {
     assert_eq!(records(&text(&rec.stdout)).len(), 1);
     let other = store(&db, &["dump", "--kind", "other"], b"");
     assert_eq!(records(&text(&other.stdout)).len(), 7);
+    // Each record once however the kinds overlap: analysis,other wrote
+    // every analysis twice (12 lines for 7 records).
+    for kinds in ["analysis,other", "other,rec,analysis", "rec,rec"] {
+        let out = store(&db, &["dump", "--kind", kinds], b"");
+        let want = if kinds == "rec,rec" { 1 } else { 7 };
+        assert_eq!(records(&text(&out.stdout)).len(), want, "{kinds}");
+    }
 }
 
 #[test]

@@ -1148,3 +1148,108 @@ fn a_final_record_of_a_running_job_is_rejected() {
     let dump = text(&run(&db, &["dump"], b"").stdout);
     assert!(dump.contains(r#""state":"COMPLETED""#), "{dump}");
 }
+
+/// Runs python3 with `code` (sqlite3 imported; argv[1] is `db`); its
+/// standard output.
+fn py_sqlite(db: &Path, code: &str) -> String {
+    let out = Command::new("python3")
+        .args(["-c", &format!("import sqlite3, sys\n{code}")])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_sqlite_file_of_another_program_is_refused_and_left_as_it_was() {
+    // `hpc-store --db app.db status` switched another program's database
+    // to WAL and, without a jobs table, added six tables and a schema
+    // version, exit 0; put alike.
+    let dir = tempfile::tempdir().unwrap();
+    let shape = "c = sqlite3.connect(sys.argv[1]); print(c.execute('pragma journal_mode').fetchone()[0], c.execute('pragma user_version').fetchone()[0], [r[0] for r in c.execute(\"select name from sqlite_master where type = 'table' order by name\")])";
+    for (name, setup) in [
+        (
+            "jobs.db",
+            "create table jobs(id integer primary key, title text)",
+        ),
+        ("bookmarks.db", "create table bookmarks(url text)"),
+        (
+            "versioned.db",
+            "create table notes(t text); pragma user_version = 3",
+        ),
+    ] {
+        let db = dir.path().join(name);
+        py_sqlite(
+            &db,
+            &format!("c = sqlite3.connect(sys.argv[1]); c.executescript('{setup}'); c.commit()"),
+        );
+        let before = py_sqlite(&db, shape);
+        for args in [&["status"][..], &["dump"][..], &["put"][..]] {
+            let out = run(&db, args, some_jobs(1).as_bytes());
+            assert_eq!(out.status.code(), Some(1), "{name} {args:?}");
+            let err = text(&out.stderr);
+            assert!(
+                err.contains("not an hpc-sizer one"),
+                "{name} {args:?}: {err}"
+            );
+        }
+        assert_eq!(py_sqlite(&db, shape), before, "{name} untouched");
+        assert!(!dir.path().join(format!("{name}-wal")).exists());
+    }
+    // A new, empty file is still set up as a history.
+    let empty = dir.path().join("empty.db");
+    fs::write(&empty, b"").unwrap();
+    assert!(run(&empty, &["put"], some_jobs(2).as_bytes())
+        .status
+        .success());
+    assert_eq!(count_jobs(&empty), 2);
+}
+
+#[test]
+fn a_newer_schema_is_refused_by_readers_too() {
+    // dump read a newer file as this build's: a renamed column became the
+    // string literal "partition" on every job, exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    assert!(run(&db, &["put"], some_jobs(2).as_bytes()).status.success());
+    let c = hpc_db::Store::open(&db).unwrap();
+    c.conn()
+        .execute_batch(&format!(
+            "ALTER TABLE jobs RENAME COLUMN partition TO partition_name; PRAGMA user_version = {}",
+            hpc_db::SCHEMA_VERSION + 1
+        ))
+        .unwrap();
+    drop(c);
+    for args in [&["dump"][..], &["report"][..], &["status"][..]] {
+        let out = run(&db, args, b"");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(text(&out.stdout).is_empty(), "{args:?}");
+        assert!(
+            text(&out.stderr).contains("newer than this build's"),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn a_busy_timeout_out_of_range_is_an_error_not_a_panic() {
+    // 2147484 s panicked in SQLite's binding (exit 134); "5m" and "-5"
+    // silently became 60 s.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    assert!(run(&db, &["put"], some_jobs(1).as_bytes()).status.success());
+    for v in ["2147484", "5m", "-5"] {
+        let out = cmd(&db, &["status"])
+            .env("HPC_SIZER_BUSY_TIMEOUT", v)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{v}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("HPC_SIZER_BUSY_TIMEOUT"), "{v}");
+    }
+    let out = cmd(&db, &["status"])
+        .env("HPC_SIZER_BUSY_TIMEOUT", "86400")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
