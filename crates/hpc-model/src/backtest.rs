@@ -493,6 +493,12 @@ pub fn main_with(args: BacktestArgs) -> Result<()> {
     }
     let resource = Resource::parse(&args.resource)
         .ok_or_else(|| Error::Usage(format!("--resource {}: mem or time", args.resource)))?;
+    if args.cold.is_some_and(|c| !(c > 0.0 && c <= 1e12)) {
+        // NaN ran every cold job at nothing, inf gave no waste at all.
+        return Err(Error::Usage(
+            "--cold: a positive number, at most 1e12".into(),
+        ));
+    }
     let rounding = match resource {
         Resource::Mem => recommend::mem_rounding(args.mem_floor, args.mem_step)?,
         Resource::Time => recommend::TIME_ROUNDING,

@@ -121,11 +121,13 @@ fn split_unit(s: &str) -> (&str, &str) {
 }
 
 /// The process of a task: the `process` cell, else its name without the
-/// trailing ` (tag)`.
+/// trailing ` (tag)`. A process name has no space (an identifier, or
+/// `WORKFLOW:PROCESS`), and a tag may hold parentheses of its own
+/// (`FASTQC (s1 (rep1))`): the tag starts at the first ` (`.
 fn process_of(process: Option<&str>, name: &str) -> String {
     match process.filter(|p| !p.is_empty() && *p != "-") {
         Some(p) => p.to_owned(),
-        None => match name.rfind(" (") {
+        None => match name.find(" (") {
             Some(at) if name.ends_with(')') => name[..at].to_owned(),
             _ => name.to_owned(),
         },
@@ -446,6 +448,16 @@ pub fn to_snakemake(advice: &[ProcessAdvice], header: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_with_parentheses_is_still_the_tag() {
+        // `FASTQC (s1 (rep1))` was process "FASTQC (s1": each task a group
+        // of its own.
+        assert_eq!(process_of(None, "FASTQC (s1 (rep1))"), "FASTQC");
+        assert_eq!(process_of(None, "NF:ALIGN (a)"), "NF:ALIGN");
+        assert_eq!(process_of(None, "MULTIQC"), "MULTIQC");
+        assert_eq!(process_of(Some("P"), "X (y)"), "P");
+    }
 
     #[test]
     fn sizes_durations_and_raw_values() {

@@ -145,7 +145,11 @@ pub enum Scope {
 #[derive(Debug, Clone, Default)]
 pub struct Directives {
     raw: Raw,
-    /// The script has a `hetjob` (or `packjob`) separator: components.
+    /// The script has a `hetjob` (or `packjob`) separator: components. The
+    /// directives read are the first component's, where the script runs;
+    /// each later one is an allocation of its own, and laying its options
+    /// over the first's gave a request no component has (the second's
+    /// memory and CPUs with the first's GPUs).
     pub hetjob: bool,
     /// The line index (0-based) of the first command: the block is above.
     pub block_end: usize,
@@ -171,9 +175,15 @@ impl Directives {
                 }
                 None => continue,
             };
-            let words = split_words(rest);
-            if words.iter().any(|w| w == "hetjob" || w == "packjob") {
+            if d.hetjob {
+                // A later component's: its own allocation, not the one
+                // the script runs in (see `Directives::hetjob`).
+                continue;
+            }
+            let mut words = split_words(rest);
+            if let Some(at) = words.iter().position(|w| w == "hetjob" || w == "packjob") {
                 d.hetjob = true;
+                words.truncate(at);
             }
             apply_words(&mut d.raw, &words).map_err(|reason| DirectiveError {
                 line: i + 1,
@@ -488,11 +498,15 @@ fn gres_gpus(v: &str) -> Result<Option<Gpus>, String> {
             continue;
         }
         let rest: Vec<&str> = parts.collect();
+        // A count of 0 (`gpu:0`, `gpu:a100:0`) asks for no GPU; a word that
+        // is no number is a type.
+        let zero = |n: &str| slurm::parse_count(n) == Ok(Some(0));
         return Ok(Some(match rest.as_slice() {
             [] => Gpus {
                 count: 1,
                 kind: None,
             },
+            [one] | [_, one] if zero(one) => return Ok(None),
             [one] => match count(one) {
                 Ok(n) => Gpus {
                     count: n,
@@ -599,6 +613,27 @@ mod tests {
         );
         assert_eq!(g("shard:1"), None);
         assert!(gres_gpus("gpu:a100:x").is_err());
+        // No GPU: `gpu:0` was read as one GPU of type "0".
+        assert_eq!(g("gpu:0"), None);
+        assert_eq!(g("gpu:a100:0"), None);
+    }
+
+    #[test]
+    fn a_hetjobs_request_is_its_first_components() {
+        // The second component's memory and CPUs were laid over the
+        // first's, beside the first's GPUs: a request no component has.
+        let d = Directives::read(
+            "#!/bin/sh\n#SBATCH --mem=100G -c 16 --gres=gpu:4\n#SBATCH hetjob\n#SBATCH --mem=4G -c 1 -J x\nsrun true\n",
+        )
+        .unwrap();
+        assert!(d.hetjob);
+        let r = d.request();
+        assert_eq!(
+            (r.mem_mb, r.cpus, r.gpus),
+            (Some(102_400.0), Some(16), Some(4))
+        );
+        assert_eq!(r.job_name, None);
+        assert_eq!(d.block_end, 4, "the block still ends at the first command");
     }
 
     #[test]

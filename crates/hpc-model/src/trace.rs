@@ -211,6 +211,10 @@ pub struct Trace {
     pub retried: u64,
 }
 
+/// The largest figure a trace's cell is believed for, whatever its unit
+/// (bytes of a petabyte job fit): beyond it, sums over a trace overflow.
+const MOST_FIGURE: f64 = 1e18;
+
 /// Reads a CSV trace with `map`; bad cells are rejected with their line.
 pub fn read_csv(
     input: impl Read,
@@ -239,17 +243,38 @@ pub fn read_csv(
         .map(|_| col("assembler"))
         .transpose()?;
     let mut trace = Trace::default();
-    let mut rec = csv::StringRecord::new();
-    while r.read_record(&mut rec)? {
+    let mut raw = csv::ByteRecord::new();
+    // Rows are read as bytes: a row that is not UTF-8, or whose fields do
+    // not match the header (an unclosed quote runs on to the end of the
+    // file), is rejected with its line and the others are replayed.
+    while r.read_byte_record(&mut raw)? {
         trace.rows += 1;
-        let line = rec.position().map_or(trace.rows + 1, |p| p.line());
+        let line = raw.position().map_or(trace.rows + 1, |p| p.line());
+        let rec = match csv::StringRecord::from_byte_record(raw.clone()) {
+            Ok(rec) if rec.len() == head.len() => rec,
+            Ok(rec) => {
+                let why = format!("{} fields where the header has {}", rec.len(), head.len());
+                rejects.reject(Some(source), line, &why)?;
+                continue;
+            }
+            Err(_) => {
+                rejects.reject(Some(source), line, "not UTF-8")?;
+                continue;
+            }
+        };
         let cell = |i: usize| rec.get(i).unwrap_or("").trim();
+        // A figure is a finite number (Rust reads "NaN" and "inf" as
+        // numbers) within what a job record is believed for.
         let num = |i: usize, what: &str| -> std::result::Result<Option<f64>, String> {
             match cell(i) {
                 "" => Ok(None),
-                s => s.parse::<f64>().map(Some).map_err(|_| {
-                    format!("{what} '{}' is not a number", hpc_core::paths::escaped(s))
-                }),
+                s => match s.parse::<f64>() {
+                    Ok(v) if v.is_finite() && v.abs() <= MOST_FIGURE => Ok(Some(v)),
+                    _ => Err(format!(
+                        "{what} '{}' is not a finite number of at most {MOST_FIGURE:e}",
+                        hpc_core::paths::escaped(s)
+                    )),
+                },
             }
         };
         let group = groups

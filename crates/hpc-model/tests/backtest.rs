@@ -218,11 +218,39 @@ fn a_bad_cell_is_rejected_with_its_line_and_a_missing_column_is_a_usage_error() 
     ];
     let (code, out, err) = TOOL.cli(&[&base[..], &["--order", "id"]].concat(), "");
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("line 3: used 'five' is not a number"), "{err}");
+    assert!(
+        err.contains("line 3: used 'five' is not a finite number"),
+        "{err}"
+    );
     assert!(
         out.contains("ours"),
         "the good rows are still replayed: {out}"
     );
+    // NaN, inf and 1e308 were read as numbers and replayed or skipped
+    // quietly (1e308 made every figure NaN), exit 0; a Latin-1 byte
+    // aborted the whole replay; an unclosed quote swallowed the rest of
+    // the file. Each is now rejected with its line and the others kept.
+    let mut bad =
+        b"id,g,used,t\n1,a,5,10\n2,a,NaN,10\n3,a,inf,10\n4,a,1e308,10\n5,a,6,1e400\n6,caf".to_vec();
+    bad.extend(b"\xe9,6,10\n7,a,7,10\n8,\"a,120,10\n9,a,7,10\n");
+    std::fs::write(&path, bad).unwrap();
+    let (code, out, err) = TOOL.cli(
+        &[&base[..], &["--order", "id", "--format", "ndjson"]].concat(),
+        "",
+    );
+    assert_eq!(code, 1, "{err}");
+    for line in [
+        "line 3: used 'NaN'",
+        "line 4: used 'inf'",
+        "line 5: used '1e308'",
+        "line 6: runtime '1e400'",
+        "line 7: not UTF-8",
+        "line 9: 2 fields where the header has 4",
+    ] {
+        assert!(err.contains(line), "{line}: {err}");
+    }
+    let ours = out.lines().find(|l| l.contains("\"ours\"")).unwrap();
+    assert!(ours.contains("\"jobs\":2"), "jobs 1 and 7: {ours}");
     let (code, _, err) = TOOL.cli(&[&base[..], &["--order", "nope"]].concat(), "");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no column nope"), "{err}");
@@ -231,6 +259,14 @@ fn a_bad_cell_is_rejected_with_its_line_and_a_missing_column_is_a_usage_error() 
         "",
     );
     assert_eq!(code, 2);
+    for cold in ["nan", "inf", "-1", "0"] {
+        let (code, _, err) = TOOL.cli(
+            &[&base[..], &["--order", "id", "--cold", cold]].concat(),
+            "",
+        );
+        assert_eq!(code, 2, "--cold {cold}: {err}");
+        assert!(err.contains("--cold"), "{err}");
+    }
 }
 
 #[test]

@@ -396,7 +396,9 @@ fn help_matches_the_man_page() {
         "sacctmgr show associations format=account,user,partition,qos,defaultqos,parentname,grptres \\-n \\-P",
         "sacctmgr show qos format=name,grptres,maxtrespu \\-n \\-P",
         "scontrol show partition \\-o",
-        "squeue \\-h \\-a \\-t RUNNING,PENDING \\-O",
+        // -r: a pending array's tasks one a line (folded, they counted as
+        // one job).
+        "squeue \\-h \\-a \\-r \\-t RUNNING,PENDING \\-O",
     ] {
         assert!(pool_section.contains(cmd), "man page POOL lacks the command {cmd}");
     }

@@ -30,11 +30,15 @@ pub const QOS_CMD: &[&str] = &[
 ];
 /// The partitions: which is the default, and their QOS.
 pub const PARTITIONS_CMD: &[&str] = &["scontrol", "show", "partition", "-o"];
-/// Everyone's running and pending jobs with the TRES they hold or ask for.
+/// Everyone's running and pending jobs with the TRES they hold or ask for,
+/// one line a job: `-r` lists each task of a pending array on its own line
+/// (without it squeue folds them into one, and 100 pending tasks counted as
+/// one job).
 pub const USAGE_CMD: &[&str] = &[
     "squeue",
     "-h",
     "-a",
+    "-r",
     "-t",
     "RUNNING,PENDING",
     "-O",
