@@ -10,7 +10,21 @@ use crate::error::Exit;
 /// stdout and exits 0, and a lone `-` (stdin) is accepted as a positional
 /// argument even before `--`.
 pub fn parse_args<T: argh::FromArgs>(default_name: &str) -> Result<T, ExitCode> {
-    let argv: Vec<String> = std::env::args().collect();
+    // args() panics on an argument that is not UTF-8 (a file name in
+    // Latin-1): a usage error here, naming it escaped.
+    let mut argv: Vec<String> = Vec::new();
+    for a in std::env::args_os() {
+        match a.into_string() {
+            Ok(a) => argv.push(a),
+            Err(bad) => {
+                crate::note!(
+                    "{default_name}: argument '{}' is not UTF-8 (rename the file, or pass it on standard input)",
+                    crate::paths::escaped(&bad.to_string_lossy())
+                );
+                return Err(crate::error::Exit::Usage.into());
+            }
+        }
+    }
     let cmd = argv
         .first()
         .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 
 /// The data folder: `$XDG_DATA_HOME/hpc-sizer` (an absolute path, as the
 /// XDG base directory rules ask), else `~/.local/share/hpc-sizer`, home
@@ -13,23 +13,30 @@ use crate::error::{IoContext, Result};
 /// `env -i`). Never the current folder: a history made there is lost to
 /// every later run from elsewhere.
 pub fn data_dir() -> PathBuf {
-    let home = || {
-        std::env::var_os("HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| {
-                nix::unistd::User::from_uid(nix::unistd::getuid())
-                    .ok()
-                    .flatten()
-                    .map(|u| u.dir)
-            })
-    };
-    let base = std::env::var_os("XDG_DATA_HOME")
+    xdg_dir("XDG_DATA_HOME", ".local/share")
+        .unwrap_or_else(|| PathBuf::from("/nonexistent/.local/share"))
+        .join("hpc-sizer")
+}
+
+/// `$VAR` when it is an absolute path (the XDG rules ignore a relative
+/// one), else `home/rest`, home being `HOME`, else the user's home in the
+/// password database.
+fn xdg_dir(var: &str, rest: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
         .map(PathBuf::from)
         .filter(|v| v.is_absolute())
-        .or_else(|| home().map(|h| h.join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("/nonexistent/.local/share"));
-    base.join("hpc-sizer")
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| {
+                    nix::unistd::User::from_uid(nix::unistd::getuid())
+                        .ok()
+                        .flatten()
+                        .map(|u| u.dir)
+                })
+                .map(|h| h.join(rest))
+        })
 }
 
 /// The user the tools act for: `USER` when set, else the name of the uid
@@ -77,11 +84,7 @@ pub fn groups_path(flag: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("HPC_SIZER_GROUPS").filter(|v| !v.is_empty()) {
         return Some(PathBuf::from(p));
     }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    let p = base.join("hpc-sizer/groups");
+    let p = xdg_dir("XDG_CONFIG_HOME", ".config")?.join("hpc-sizer/groups");
     p.exists().then_some(p)
 }
 
@@ -183,7 +186,14 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()
     let result = (|| {
         let f = create_new_private(&tmp)?;
         let mut w = std::io::BufWriter::new(f);
-        write(&mut w)?;
+        // A bare i/o failure of the writer (a full disk) names the file.
+        write(&mut w).map_err(|e| match e {
+            Error::Io { context, source } if context == "i/o" => Error::Io {
+                context: format!("cannot write {}", shown(path)),
+                source,
+            },
+            e => e,
+        })?;
         let f = w
             .into_inner()
             .map_err(|e| e.into_error())
@@ -202,6 +212,24 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_failed_write_names_the_file_and_leaves_no_temporary() {
+        // /dev/full is a disk that is always full: "hpc-plot: i/o: No
+        // space left on device" named no file.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("out.png");
+        let e = write_atomic(&p, |w: &mut dyn Write| {
+            w.write_all(b"x")?;
+            let mut full = fs::OpenOptions::new().write(true).open("/dev/full")?;
+            full.write_all(b"x")?;
+            Ok(full.flush()?)
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cannot write") && e.contains("out.png"), "{e}");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 
     #[test]
     fn a_file_whose_name_is_near_the_limit_is_written_atomically() {

@@ -531,3 +531,17 @@ fn control_characters_in_names_leave_the_svg_well_formed() {
     assert_eq!(code, 0, "{err}");
     assert!(!txt.contains('\u{1b}') && txt.contains("\\u{1b}"), "{txt}");
 }
+
+#[test]
+fn an_argument_that_is_not_utf8_is_a_usage_error_not_a_panic() {
+    // std::env::args() panicked (exit 101, a backtrace) on a Latin-1 name.
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::OsStr::from_bytes(b"f\xff.ndjson");
+    let out = TOOL.command(&["job"]).arg(name).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not UTF-8") && !err.contains("panicked"),
+        "{err}"
+    );
+}

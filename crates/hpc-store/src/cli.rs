@@ -207,7 +207,7 @@ with_job_filters! {
     /// Write stored records as NDJSON.
     #[argh(subcommand, name = "dump")]
     pub struct DumpArgs {
-        /// kinds to write, comma-separated: job, summary, flag, sample, other, or the kind of other records such as analysis or rec (default job)
+        /// kinds to write, comma-separated: job, summary, flag, sample, analysis, rec, or other (every record kept whole: meta, analysis, rec and unknown kinds); default job
         #[argh(option, default = "String::from(\"job\")")]
         pub kind: String,
 

@@ -71,6 +71,13 @@ fn tool_and_limit_select_the_latest_jobs_of_one_tool() {
         ["6", "8", "10"],
         "the latest 3, oldest first"
     );
+    // A limit beyond SQLite's integers is no limit ("datatype mismatch").
+    let huge = store(
+        &db,
+        &[&["dump"][..], &q, &["--limit", "18446744073709551615"]].concat(),
+        b"",
+    );
+    assert_eq!(ids(&huge, "job").len(), 5);
     assert_eq!(
         ids(&out, "analysis"),
         ["10", "6", "8"],

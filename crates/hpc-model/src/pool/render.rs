@@ -187,7 +187,7 @@ fn amounts(a: &Amounts) -> String {
         .filter_map(|&r| {
             let v = a.get(r)?;
             Some(match r {
-                Res::Mem => format!("mem={}", format_mem(v)),
+                Res::Mem => format!("mem={}", mem_amount(v)),
                 _ => format!("{}={}", r.name(), num(v)),
             })
         })
@@ -337,8 +337,18 @@ pub fn none_free(plan: &Plan, k: Kind) -> String {
 
 fn show(r: Res, v: f64) -> String {
     match r {
-        Res::Mem => format_mem(v),
+        Res::Mem => mem_amount(v),
         _ => num(v),
+    }
+}
+
+/// Memory in use or free, as SLURM writes sizes; none is `0`, not the
+/// `1M` that `format_mem` gives a request (never `--mem=0`).
+fn mem_amount(v: f64) -> String {
+    if v <= 0.0 {
+        "0".into()
+    } else {
+        format_mem(v)
     }
 }
 
@@ -378,5 +388,13 @@ mod tests {
         };
         assert_eq!(amounts(&a), "cpu=88.4,gpu=3");
         assert_eq!(amounts(&Amounts::default()), "none");
+        // Nothing in use read "mem=1M" (an empty queue).
+        let idle = Amounts {
+            cpu: Some(0.0),
+            mem_mb: Some(0.0),
+            gpus: None,
+        };
+        assert_eq!(amounts(&idle), "cpu=0,mem=0");
+        assert_eq!(show(Res::Mem, 0.0), "0");
     }
 }
