@@ -6,7 +6,7 @@
 //! the others (`--output`, `--mail-user`, ...) are skipped.
 
 use hpc_core::advice::Request;
-use hpc_core::slurm::{self, Limit, MemScope};
+use hpc_core::slurm;
 
 /// What a directive sets; one entry per option in [`OPTIONS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -425,14 +425,7 @@ fn set(raw: &mut Raw, key: Key, v: &str) -> Result<(), String> {
         Key::NtasksPerNode => raw.ntasks_per_node = Some(count(v)?),
         // `-N 2-4` asks for 2 to 4 nodes: the minimum is what it gets for sure.
         Key::Nodes => raw.nodes = Some(count(v.split('-').next().unwrap_or(v))?),
-        Key::Time => {
-            raw.time_s = match slurm::parse_limit(v)? {
-                // `--time=0` asks for no limit, as UNLIMITED does.
-                Some(Limit::Seconds(s)) if s > 0.0 => Some(s),
-                Some(_) => None,
-                None => return Err("not a time limit".into()),
-            }
-        }
+        Key::Time => raw.time_s = time_limit(v)?,
         Key::Gres => {
             raw.gres = gres_gpus(v)?;
             raw.gres_text = Some(v.to_string());
@@ -450,11 +443,88 @@ fn set(raw: &mut Raw, key: Key, v: &str) -> Result<(), String> {
 }
 
 /// A memory size in MiB (a bare number is MiB, as sbatch reads it).
+/// As sbatch reads it (SLURM's `str_to_mbytes`): whole digits, then
+/// nothing or M (MiB), K (KiB, rounded up to a MiB), G or T, either case,
+/// optionally followed by B (`4GB`). sbatch refuses a fraction (`1.5G`) and
+/// any other unit (`1P`).
 fn mem_mb(v: &str) -> Result<f64, String> {
-    match slurm::parse_mem(v, 1024.0 * 1024.0)? {
-        Some(m) if m.scope == MemScope::Total => Ok(m.mb),
-        _ => Err("not a memory size".into()),
+    const HOW: &str = "not a memory size (whole digits and K, M, G or T)";
+    let v = v.trim();
+    let digits = v.bytes().take_while(u8::is_ascii_digit).count();
+    let n: u64 = v[..digits].parse().map_err(|_| HOW.to_string())?;
+    let unit = v[digits..]
+        .strip_suffix(['b', 'B'])
+        .filter(|u| !u.is_empty());
+    let mib = match unit.unwrap_or(&v[digits..]) {
+        "" | "m" | "M" => Some(n),
+        "k" | "K" => Some(n.div_ceil(1024)),
+        "g" | "G" => n.checked_mul(1024),
+        "t" | "T" => n.checked_mul(1024 * 1024),
+        _ => None,
+    };
+    mib.map(|m| m as f64).ok_or_else(|| HOW.to_string())
+}
+
+/// A time limit as sbatch reads it (SLURM's `time_str2mins`): `minutes`,
+/// `minutes:seconds`, `hours:minutes:seconds`, `days-hours`,
+/// `days-hours:minutes`, `days-hours:minutes:seconds` (empty fields are 0:
+/// `2-` is two days), in whole minutes, seconds rounded up (`1:30` is 2
+/// minutes); `UNLIMITED`, `INFINITE` (any case), `-1` and `0` ask for no
+/// limit (`None`). A fraction or a word is refused, as sbatch refuses it.
+fn time_limit(v: &str) -> Result<Option<f64>, String> {
+    const HOW: &str = "not a time limit (minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED)";
+    let t = v.trim();
+    if ["-1", "infinite", "unlimited"]
+        .iter()
+        .any(|w| t.eq_ignore_ascii_case(w))
+    {
+        return Ok(None);
     }
+    if t.is_empty()
+        || !t
+            .bytes()
+            .all(|b| b.is_ascii_digit() || b == b'-' || b == b':')
+    {
+        return Err(HOW.into());
+    }
+    let num = |f: &str| -> Option<u64> {
+        if f.is_empty() {
+            Some(0)
+        } else {
+            f.parse().ok()
+        }
+    };
+    let fields = |text: &str| -> Option<Vec<u64>> {
+        let f: Vec<&str> = text.split(':').collect();
+        (f.len() <= 3).then_some(())?;
+        f.into_iter().map(num).collect()
+    };
+    // Days, hours, minutes, seconds (saturating: a huge one is refused
+    // below).
+    let total = |d: u64, h: u64, m: u64, s: u64| {
+        d.saturating_mul(86_400)
+            .saturating_add(h.saturating_mul(3600))
+            .saturating_add(m.saturating_mul(60))
+            .saturating_add(s)
+    };
+    let secs = match t.split_once('-') {
+        Some((d, rest)) if !d.is_empty() => match (d.parse().ok(), fields(rest).as_deref()) {
+            (Some(d), Some([h])) => Some(total(d, *h, 0, 0)),
+            (Some(d), Some([h, m])) => Some(total(d, *h, *m, 0)),
+            (Some(d), Some([h, m, s])) => Some(total(d, *h, *m, *s)),
+            _ => None,
+        },
+        Some(_) => None,
+        None => match fields(t).as_deref() {
+            Some([m]) => Some(total(0, 0, *m, 0)),
+            Some([m, s]) => Some(total(0, 0, *m, *s)),
+            Some([h, m, s]) => Some(total(0, *h, *m, *s)),
+            _ => None,
+        },
+    }
+    .filter(|s| *s < 100 * 365 * 86_400)
+    .ok_or_else(|| HOW.to_string())?;
+    Ok((secs > 0).then(|| (secs.div_ceil(60) * 60) as f64))
 }
 
 /// A positive count.

@@ -66,7 +66,9 @@ fn every_directive_form() {
         ("--mem=4G", json!({"mem_mb": 4096.0})),
         ("--mem 4G", json!({"mem_mb": 4096.0})),
         ("--mem=4000", json!({"mem_mb": 4000.0})),
-        ("--mem=512K", json!({"mem_mb": 0.5})),
+        // sbatch counts whole MiB, K rounded up (str_to_mbytes).
+        ("--mem=512K", json!({"mem_mb": 1.0})),
+        ("--mem=4GB", json!({"mem_mb": 4096.0})),
         ("--mem=1T", json!({"mem_mb": 1048576.0})),
         ("--mem=4G -N 2", json!({"mem_mb": 8192.0, "nodes": 2})),
         ("--mem=0", json!({})),
@@ -96,12 +98,18 @@ fn every_directive_form() {
         ("-N 2", json!({"nodes": 2})),
         ("--nodes=2-4", json!({"nodes": 2})),
         ("-t 30", json!({"time_s": 1800.0})),
-        ("-t 30:15", json!({"time_s": 1815.0})),
+        // Whole minutes, seconds rounded up, as sbatch reads a limit
+        // (time_str2mins).
+        ("-t 30:15", json!({"time_s": 1860.0})),
+        ("-t 1:30", json!({"time_s": 120.0})),
+        ("-t 2-", json!({"time_s": 172800.0})),
+        ("-t unlimited", json!({})),
+        ("-t -1", json!({})),
         ("--time=12:00:00", json!({"time_s": 43200.0})),
         ("--time 1-0", json!({"time_s": 86400.0})),
         ("-t 2-12", json!({"time_s": 216000.0})),
         ("-t 1-2:30", json!({"time_s": 95400.0})),
-        ("-t 1-02:30:15", json!({"time_s": 95415.0})),
+        ("-t 1-02:30:15", json!({"time_s": 95460.0})),
         ("--time=UNLIMITED", json!({})),
         ("--time=0", json!({})),
         ("--gres=gpu:a100:2", json!({"gpus": 2, "gpu_type": "a100"})),
@@ -166,8 +174,17 @@ fn directives_after_the_first_command_are_ignored() {
 fn a_bad_directive_value_is_an_error_naming_the_line() {
     let dir = tempfile::tempdir().unwrap();
     for (directive, reason) in [
-        ("--time=abc", "--time 'abc': not a duration"),
-        ("--mem=4X", "--mem '4X': unknown memory unit"),
+        ("--time=abc", "--time 'abc': not a time limit"),
+        // What sbatch refuses is refused: a fraction, a word, a unit it
+        // does not know.
+        ("-t 10.5", "-t '10.5': not a time limit"),
+        (
+            "-t Partition_Limit",
+            "-t 'Partition_Limit': not a time limit",
+        ),
+        ("--mem=4X", "--mem '4X': not a memory size"),
+        ("--mem=1.5G", "--mem '1.5G': not a memory size"),
+        ("--mem=1P", "--mem '1P': not a memory size"),
         ("-c 0", "-c '0': not a positive count"),
         ("--cpus-per-task=two", "--cpus-per-task 'two': not a count"),
         ("--gres=gpu:a100:x", "--gres 'gpu:a100:x'"),
