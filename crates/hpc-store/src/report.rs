@@ -63,7 +63,8 @@ fn fmt_num(col: &str, v: Option<f64>) -> String {
     }
 }
 
-/// The widest key of the terminal table; longer keys are cut with a `~`.
+/// The widest key of the terminal table while its other columns need the
+/// room; longer keys are cut in the middle with a `~` (see `cut_key`).
 const KEY_WIDTH: usize = 14;
 
 /// The heads of the terminal table (short, for 80 columns), after the key.
@@ -107,7 +108,31 @@ fn table_layout(key: &str, cells: &[(String, [Option<f64>; 10])]) -> (usize, [Fo
     }
     let floor = key.len().max(8).min(key_width);
     key_width -= used.saturating_sub(80).min(key_width - floor);
+    // Room left in 80 columns goes to keys longer than KEY_WIDTH.
+    let longest = cells
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .fold(key.len(), usize::max);
+    key_width += longest
+        .saturating_sub(key_width)
+        .min(80usize.saturating_sub(used));
     (key_width, forms)
+}
+
+/// `k` in at most `width` characters: cut in the middle with a `~`, so that
+/// keys that differ only at the end (`align_reads_bwa_v1`, `..._v2`) stay
+/// apart.
+fn cut_key(k: &str, width: usize) -> String {
+    let n = k.chars().count();
+    if n <= width || width < 3 {
+        return k.to_string();
+    }
+    let tail = (width - 1) / 2;
+    let head = width - 1 - tail;
+    let mut out: String = k.chars().take(head).collect();
+    out.push('~');
+    out.extend(k.chars().skip(n - tail));
+    out
 }
 
 fn md_escape(k: &str) -> String {
@@ -149,7 +174,7 @@ pub fn write(out: &mut dyn Write, by: By, rows: &[Row], format: Format) -> Resul
             }
             let mut t = Table::new(columns).gap(1);
             for (k, v) in cells {
-                let mut row: Vec<table::Cell> = vec![k.into()];
+                let mut row: Vec<table::Cell> = vec![cut_key(&k, key_width).into()];
                 row.extend(v.into_iter().map(table::Cell::from));
                 t.row(row);
             }
@@ -389,6 +414,42 @@ mod tests {
         assert!(!text.contains('\u{1b}'));
         let piped = rows(By::User, vec![raw("a|b", "", 1.0, 1.0)]);
         assert!(rendered(By::User, &piped, Format::Md).contains("| a\\|b |"));
+    }
+
+    #[test]
+    fn keys_that_differ_at_the_end_stay_apart() {
+        // align_reads_bwa_v1 and _v2 both printed as align_reads_b~ in a
+        // table of 72 columns: keys were cut at 14 whatever the room.
+        let tools = rows(
+            By::Tool,
+            vec![
+                raw("align_reads_bwa_v1", "", 1.0, 1.0),
+                raw("align_reads_bwa_v2", "", 1.0, 1.0),
+            ],
+        );
+        let text = rendered(By::Tool, &tools, Format::Table);
+        assert!(
+            text.contains("align_reads_bwa_v1 ") && text.contains("align_reads_bwa_v2 "),
+            "{text}"
+        );
+        // Where the numbers leave no room, the cut keeps both ends.
+        let wide = rows(
+            By::Account,
+            ["bio-genomics-lab-a", "bio-genomics-lab-b"]
+                .iter()
+                .map(|a| raw(a, a, 123_456_789.0, 123_456_789_012.0))
+                .collect(),
+        );
+        let text = rendered(By::Account, &wide, Format::Table);
+        let keys: Vec<&str> = text
+            .lines()
+            .skip(1)
+            .take(2)
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        assert_ne!(keys[0], keys[1], "{text}");
+        assert!(keys.iter().all(|k| k.contains('~')), "{text}");
+        assert_eq!(cut_key("abcdefghij", 7), "abc~hij");
     }
 
     // Issue 23: one number form per column, `_` between thousands.
