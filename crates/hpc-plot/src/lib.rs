@@ -67,13 +67,13 @@ pub struct JobArgs {
     /// output file (.png, .svg or .txt), - for standard output (default)
     #[argh(option, short = 'o', default = "String::from(\"-\")")]
     pub out: String,
-    /// png, svg or txt (default: from the output name, else txt)
+    /// png, svg or txt (default: from the output name's extension, else png for a file and txt for standard output)
     #[argh(option)]
     pub format: Option<String>,
-    /// the job to draw when the stream holds several (default: the first)
+    /// the job to draw when the stream holds several (default: the first with samples)
     #[argh(option)]
     pub job: Option<String>,
-    /// width in pixels (default 1200) or, for txt, in characters (default 72)
+    /// width in pixels (default 1200; 300 to 20000) or, for txt, in characters (default 72)
     #[argh(option)]
     pub width: Option<u32>,
     /// input files, or - for stdin (default)

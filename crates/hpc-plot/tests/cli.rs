@@ -196,7 +196,7 @@ fn absent_sources_render_not_measured() {
     );
     let (code, txt, _) = TOOL.cli(&["job", "--format", "txt"], &partial());
     assert_eq!(code, 0);
-    for name in ["Disk (MB/s) read", "Threads", "Lustre", "NUMA"] {
+    for name in ["Disk (MiB/s) read", "Threads", "Lustre", "NUMA"] {
         let line = txt.lines().find(|l| l.starts_with(name)).unwrap();
         assert!(line.ends_with("not measured"), "{line}");
     }
@@ -544,4 +544,54 @@ fn an_argument_that_is_not_utf8_is_a_usage_error_not_a_panic() {
         err.contains("is not UTF-8") && !err.contains("panicked"),
         "{err}"
     );
+}
+
+#[test]
+fn readings_no_meter_gives_are_rejected_with_their_line() {
+    // rss_mb 1e39 overflowed the plot to inf (the axis fell back to 0..1),
+    // a negative reading was clipped, t -1e12 drew a run of 277777777 h:
+    // all drawn, exit 0.
+    let mut text = partial();
+    text.push_str("{\"kind\":\"sample\",\"t\":1700000700,\"job_id\":\"7\",\"rss_mb\":1e39}\n");
+    text.push_str("{\"kind\":\"sample\",\"t\":1700000701,\"job_id\":\"7\",\"cpu_cores\":-1}\n");
+    text.push_str("{\"kind\":\"sample\",\"t\":-1e12,\"job_id\":\"7\",\"rss_mb\":5}\n");
+    let (code, txt, err) = TOOL.cli(&["job"], &text);
+    assert_eq!(code, 1, "{err}");
+    for l in [
+        "line 601: sample: rss_mb",
+        "line 602: sample: cpu_cores -1",
+        "line 603: sample: t",
+    ] {
+        assert!(err.contains(l), "{l}: {err}");
+    }
+    assert!(txt.contains("Memory") && !txt.contains("inf"), "{txt}");
+}
+
+#[test]
+fn a_lone_sample_is_drawn_as_a_dot() {
+    // One sample: each panel's line had one point, which draws nothing.
+    let one = series(1, None, |_| "\"rss_mb\":2048,\"cpu_cores\":2".into());
+    let (code, svg, err) = TOOL.cli(&["job", "--format", "svg"], &one);
+    assert_eq!(code, 0, "{err}");
+    assert!(svg.matches("<circle").count() >= 2, "memory and CPU: {svg}");
+    let (_, two, _) = TOOL.cli(&["job", "--format", "svg"], &partial());
+    assert!(!two.contains("<circle"), "a line needs no dots");
+}
+
+#[test]
+fn an_output_name_of_another_format_is_a_usage_error() {
+    // -o plot.jpg wrote a PNG under that name; -o plot (no extension) is
+    // a PNG, as the man page says.
+    let dir = tempfile::tempdir().unwrap();
+    let jpg = dir.path().join("plot.jpg");
+    let (code, _, err) = TOOL.cli(&["job", "-o", jpg.to_str().unwrap()], &partial());
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("not png, svg or txt") && !jpg.exists(),
+        "{err}"
+    );
+    let plain = dir.path().join("plot");
+    let (code, _, err) = TOOL.cli(&["job", "-o", plain.to_str().unwrap()], &partial());
+    assert_eq!(code, 0, "{err}");
+    assert!(std::fs::read(&plain).unwrap().starts_with(b"\x89PNG"));
 }

@@ -190,9 +190,17 @@ fn draw_panel<DB: DrawingBackend>(
     draw_legend(&plotting, p)?;
     for line in &p.lines {
         let (thin, bold) = line_styles(line);
+        let mean = means(line);
+        // A lone reading is a path of one point, which draws nothing: a
+        // dot shows it.
+        if let [one] = mean[..] {
+            chart
+                .draw_series(std::iter::once(Circle::new(one, 3, bold.filled())))
+                .map_err(drawing)?;
+        }
         let paths = [
             PathElement::new(envelope(line), thin),
-            PathElement::new(means(line), bold),
+            PathElement::new(mean, bold),
         ];
         chart.draw_series(paths).map_err(drawing)?;
     }

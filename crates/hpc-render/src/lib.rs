@@ -60,6 +60,18 @@ impl Format {
                     shown(Path::new(other))
                 )))
             }
+            // `-o plot.jpg` wrote a PNG under that name without a word: the
+            // name of another picture or page format is refused; any other
+            // (`job.42`) takes the default.
+            Some(
+                "jpg" | "jpeg" | "gif" | "bmp" | "tif" | "tiff" | "webp" | "pdf" | "eps" | "ps"
+                | "html" | "htm",
+            ) => {
+                return Err(Error::Usage(format!(
+                    "-o {}: its extension is not png, svg or txt (give --format)",
+                    shown(Path::new(out))
+                )))
+            }
             Some(_) => default,
         };
         if !allowed.contains(&f) {
@@ -94,6 +106,10 @@ mod tests {
             Format::pick(None, "a.out", Format::Png, &all).unwrap(),
             Format::Png
         );
+        assert!(matches!(
+            Format::pick(None, "a.JPG", Format::Png, &all),
+            Err(Error::Usage(_))
+        ));
         assert!(matches!(
             Format::pick(Some("gif"), "-", Format::Txt, &all),
             Err(Error::Usage(_))

@@ -73,7 +73,7 @@ pub const PANELS: [PanelDef; 6] = [
         reference_label: "allocated",
     },
     PanelDef {
-        title: "Disk (MB/s)",
+        title: "Disk (MiB/s)",
         traces: &[sum("read", Col::ReadMbps), sum("write", Col::WriteMbps)],
         reference: Reference::None,
         reference_label: "",
@@ -85,7 +85,7 @@ pub const PANELS: [PanelDef; 6] = [
         reference_label: "",
     },
     PanelDef {
-        title: "Lustre read + write (MB/s)",
+        title: "Lustre read + write (MiB/s)",
         traces: &[sum("Lustre", Col::Lustre)],
         reference: Reference::None,
         reference_label: "",

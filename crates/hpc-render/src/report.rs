@@ -159,8 +159,13 @@ pub fn histogram(mem_effs: &[f64]) -> Bars {
     }
     Bars {
         title: format!("Jobs by memory efficiency ({} jobs)", mem_effs.len()),
+        // The last bin holds 100 % and more (a job over its request):
+        // labelled so, not "90-100%".
         keys: (0..10)
-            .map(|i| format!("{}-{}%", i * 10, i * 10 + 10))
+            .map(|i| match i {
+                9 => "90%+".to_string(),
+                _ => format!("{}-{}%", i * 10, i * 10 + 10),
+            })
             .collect(),
         parts: vec![("jobs", USED, counts)],
     }
@@ -294,5 +299,19 @@ pub fn write_report(out: &mut dyn Write, stream: &Stream, format: Format) -> Res
             let (svg, ()) = draw::svg(size, |root| draw_charts(root, &charts))?;
             Ok(out.write_all(svg.as_bytes())?)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_efficiency_bin_says_it_holds_more_than_100() {
+        // A job at 250 % of its request was counted under "90-100%".
+        let h = histogram(&[5.0, 95.0, 250.0]);
+        assert_eq!(h.keys[0], "0-10%");
+        assert_eq!(h.keys[9], "90%+");
+        assert_eq!(h.parts[0].2[9], 2.0);
     }
 }

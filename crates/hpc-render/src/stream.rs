@@ -18,13 +18,13 @@ pub enum Col {
     RssGb,
     /// Busy cores.
     Cores,
-    /// Disk read MB/s.
+    /// Disk read MiB/s.
     ReadMbps,
-    /// Disk write MB/s.
+    /// Disk write MiB/s.
     WriteMbps,
     /// Threads.
     Threads,
-    /// Lustre read + write MB/s.
+    /// Lustre read + write MiB/s.
     Lustre,
     /// NUMA miss rate.
     Numa,
@@ -212,9 +212,28 @@ impl Stream {
         match v.kind.as_deref() {
             None => return Err("no \"kind\"".into()),
             Some("sample") => {
+                // Unix seconds (up to the year 5138), and readings no
+                // meter gives are refused: 1e39 MiB overflowed the plot's
+                // f32 to inf and -1e12 s drew a run of 277777777 h.
                 let t =
-                    v.t.filter(|t| t.is_finite())
-                        .ok_or("sample: t is not a finite number")?;
+                    v.t.filter(|t| (0.0..=1e11).contains(t))
+                        .ok_or("sample: t is not Unix seconds (a number from 0 to 1e11)")?;
+                for (name, x) in [
+                    ("rss_mb", v.rss_mb),
+                    ("cpu_cores", v.cpu_cores),
+                    ("read_mbps", v.read_mbps),
+                    ("write_mbps", v.write_mbps),
+                    ("threads", v.threads),
+                    ("lustre_read_mbps", v.lustre_read_mbps),
+                    ("lustre_write_mbps", v.lustre_write_mbps),
+                    ("numa_miss_rate", v.numa_miss_rate),
+                ] {
+                    if let Some(x) = x.filter(|x| !(0.0..=1e15).contains(x)) {
+                        return Err(format!(
+                            "sample: {name} {x} is not a reading from 0 to 1e15"
+                        ));
+                    }
+                }
                 let job = self.job_series(v.job_id.as_deref());
                 match &v.host {
                     Some(h) => match job.hosts.get_mut(h.as_ref()) {
