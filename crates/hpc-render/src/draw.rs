@@ -76,8 +76,75 @@ pub fn short_duration(s: f64) -> String {
     match s {
         s if s < 10.0 => format!("{s:.1}s"),
         s if s < 120.0 => format!("{s:.0}s"),
-        s if s < 7200.0 => format!("{:.0}m", s / 60.0),
+        s if s < 7200.0 => match (s.round() as u64) % 60 {
+            0 => format!("{}m", s.round() as u64 / 60),
+            r => format!("{}m{r:02}s", s.round() as u64 / 60),
+        },
         s => format!("{:.1}h", s / 3600.0),
+    }
+}
+
+/// A panel's x axis: pixel columns, with the ticks at round times (see
+/// [`time_ticks`]) instead of plotters' round column numbers.
+pub struct TimeAxis {
+    cols: plotters::coord::types::RangedCoordf64,
+    ticks: Vec<f64>,
+}
+
+impl plotters::coord::ranged1d::Ranged for TimeAxis {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.cols.map(value, limit)
+    }
+
+    fn key_points<Hint: plotters::coord::ranged1d::KeyPointHint>(&self, _hint: Hint) -> Vec<f64> {
+        self.ticks.clone()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.cols.range()
+    }
+}
+
+/// The time axis's step and ticks (seconds from the start) over `span`:
+/// the smallest round step (1-2-5 seconds, then 15 and 30 s, 1-2-5-10-15-30
+/// minutes, 1-2-3-6-12 hours, then days) that gives at most 8 ticks. Ticks
+/// at round pixel columns, labelled rounded, said "2m" at 144 s.
+pub fn time_ticks(span: f64) -> (f64, Vec<f64>) {
+    const STEPS: [f64; 22] = [
+        0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0,
+        3600.0, 7200.0, 10800.0, 21600.0, 43200.0, 86400.0, 172800.0,
+    ];
+    let span = if span.is_finite() { span.max(0.0) } else { 0.0 };
+    let step = STEPS
+        .iter()
+        .copied()
+        .find(|s| span / s <= 8.0)
+        .unwrap_or_else(|| (span / 8.0 / 86400.0).ceil() * 86400.0);
+    let n = (span / step + 1e-9).floor() as usize;
+    (step, (0..=n).map(|k| k as f64 * step).collect())
+}
+
+/// A tick's time `t` (seconds, a multiple of `step`), exact: `45s`, `12m`,
+/// `1h30`, `2d`, `1d12h`.
+pub fn tick_label(t: f64, step: f64) -> String {
+    if step < 1.0 {
+        return format!("{t:.1}s");
+    }
+    let t = t.round() as u64;
+    match step as u64 {
+        s if s < 60 => format!("{t}s"),
+        s if s < 3600 => format!("{}m", t / 60),
+        s if s < 86400 => match t % 3600 {
+            0 => format!("{}h", t / 3600),
+            r => format!("{}h{:02}", t / 3600, r / 60),
+        },
+        _ => match t % 86400 {
+            0 => format!("{}d", t / 86400),
+            r => format!("{}d{}h", t / 86400, r / 3600),
+        },
     }
 }
 
@@ -150,15 +217,26 @@ fn draw_panel<DB: DrawingBackend>(
         .margin_top(4)
         .x_label_area_size(X_LABELS)
         .y_label_area_size(Y_LABELS)
-        .build_cartesian_2d(0.0..n, 0.0..y_max)
+        .build_cartesian_2d(
+            TimeAxis {
+                cols: (0.0..n).into(),
+                ticks: time_ticks(plot.t1 - plot.t0)
+                    .1
+                    .iter()
+                    .map(|t| t / (plot.t1 - plot.t0).max(1e-9) * n)
+                    .collect(),
+            },
+            0.0..y_max,
+        )
         .map_err(drawing)?;
     let span = plot.t1 - plot.t0;
-    let xfmt = |x: &f64| short_duration(x / n * span);
+    let step = time_ticks(span).0;
+    // The key points are round times: each label is its tick's time.
+    let xfmt = |x: &f64| tick_label((x / n * span / step).round() * step, step);
     chart
         .configure_mesh()
         .light_line_style(WHITE.mix(0.0))
         .bold_line_style(BLACK.mix(0.08))
-        .x_labels(8)
         .y_labels(5)
         .x_label_formatter(&xfmt)
         .label_style(font(11.0))
@@ -228,11 +306,8 @@ fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &Panel) -> 
     Ok(())
 }
 
-type Chart<'a, DB> = ChartContext<
-    'a,
-    DB,
-    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
->;
+type Chart<'a, DB> =
+    ChartContext<'a, DB, Cartesian2d<TimeAxis, plotters::coord::types::RangedCoordf64>>;
 
 /// The panel's reference line (red) with its label above it.
 fn draw_reference<DB: DrawingBackend>(
@@ -372,5 +447,24 @@ mod tests {
         assert_eq!(short_value(empty), "0");
         assert_eq!(short_value(-2.0), "-2");
         assert_eq!(short_value(3.5), "3.5");
+    }
+
+    #[test]
+    fn time_ticks_are_round_times_labelled_exactly() {
+        // A 200 s job was ticked at 36s, 72s, 108s, "2m" (144 s), "3m" and
+        // titled "3m".
+        let (step, ticks) = time_ticks(200.0);
+        assert_eq!(step, 30.0);
+        assert_eq!(ticks, [0.0, 30.0, 60.0, 90.0, 120.0, 150.0, 180.0]);
+        assert_eq!(tick_label(150.0, step), "150s");
+        assert_eq!(short_duration(200.0), "3m20s");
+        // 100 minutes: every 15 minutes, 90m the last.
+        let (step, ticks) = time_ticks(6000.0);
+        assert_eq!((step, ticks.len()), (900.0, 7));
+        assert_eq!(tick_label(5400.0, step), "90m");
+        assert_eq!(tick_label(5400.0, 1800.0 * 2.0), "1h30");
+        assert_eq!(tick_label(129_600.0, 86_400.0), "1d12h");
+        assert!(time_ticks(40.0 * 86400.0).1.len() <= 9);
+        assert_eq!(time_ticks(0.0).1, [0.0]);
     }
 }
