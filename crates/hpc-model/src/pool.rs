@@ -173,10 +173,15 @@ pub fn parse_shape(flag: &str, s: &str, gpus_needed: bool) -> Result<Shape> {
 fn shape(s: &str, gpus_needed: bool) -> std::result::Result<Shape, String> {
     let mut shape = Shape::default();
     let (mut cpus, mut mem) = (false, false);
+    let mut seen: Vec<&str> = Vec::new();
     for item in s.split(',').filter(|x| !x.is_empty()) {
         let (k, v) = item
             .split_once('=')
             .ok_or_else(|| format!("'{item}': not key=value"))?;
+        if seen.contains(&k) {
+            return Err(format!("'{k}' given twice"));
+        }
+        seen.push(k);
         let count = || {
             v.parse::<u32>()
                 .ok()
@@ -188,7 +193,10 @@ fn shape(s: &str, gpus_needed: bool) -> std::result::Result<Shape, String> {
             "cpus" => (shape.cpus, cpus) = (count()?, true),
             "gpus" => shape.gpus = count()?,
             "mem" => {
-                let m = parse_mem(v, 1024.0 * 1024.0)?.filter(|m| m.mb > 0.0);
+                // A job's memory: `48Gc` (per CPU) or `48Gn` would be
+                // read as 48G with its scope dropped.
+                let m = parse_mem(v, 1024.0 * 1024.0)?
+                    .filter(|m| m.mb > 0.0 && m.scope == hpc_core::slurm::MemScope::Total);
                 shape.mem_mb = m.ok_or_else(|| format!("mem: '{v}' is not a size"))?.mb;
                 mem = true;
             }

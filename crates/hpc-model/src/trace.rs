@@ -101,14 +101,37 @@ pub fn time_scale(unit: &str) -> Option<f64> {
     })
 }
 
-/// The order key of a cell: the number it is, or the number its digits
-/// form (`ERZ7462993` orders as 7462993), with the text to break ties.
+/// The order key of a cell: the number it is, the Unix seconds of a UTC
+/// timestamp (`2025-04-30T09:00:00.5`, `...Z`; its digits alone order
+/// `09:00:00.5` after `10:00:00`), or the number its digits form
+/// (`ERZ7462993` orders as 7462993), with the text to break ties.
 pub fn order_key(cell: &str) -> (f64, String) {
-    let num = cell.trim().parse::<f64>().ok().or_else(|| {
-        let digits: String = cell.chars().filter(char::is_ascii_digit).collect();
-        digits.parse::<f64>().ok()
-    });
+    let text = cell.trim();
+    let num = text
+        .parse::<f64>()
+        .ok()
+        .or_else(|| timestamp_secs(text))
+        .or_else(|| {
+            let digits: String = cell.chars().filter(char::is_ascii_digit).collect();
+            digits.parse::<f64>().ok()
+        });
     (num.unwrap_or(f64::INFINITY), cell.to_owned())
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` (or a space for the T), then an optional fraction
+/// and `Z`, as Unix seconds.
+fn timestamp_secs(text: &str) -> Option<f64> {
+    let (whole, rest) = (text.get(..19)?, text.get(19..)?);
+    let rest = rest.strip_suffix('Z').unwrap_or(rest);
+    let frac = match rest.strip_prefix('.') {
+        Some(d) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("0.{d}").parse::<f64>().ok()?
+        }
+        None if rest.is_empty() => 0.0,
+        _ => return None,
+    };
+    let t = hpc_core::slurm::parse_timestamp(&whole.replacen(' ', "T", 1), 0).ok()??;
+    Some(t.epoch as f64 + frac)
 }
 
 /// The MGnify production table: memory (GB) per assembler and biome
@@ -361,6 +384,19 @@ pub fn from_history(jobs: &[Past], resource: Resource) -> Trace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_order_by_time_whatever_their_digits() {
+        // By digits alone 09:00:00.5 (…0900005) came after 10:00:00
+        // (…100000).
+        let k = |s: &str| order_key(s).0;
+        assert!(k("2026-01-01T09:00:00.5") < k("2026-01-01T10:00:00"));
+        assert_eq!(k("2026-01-01T10:00:00"), k("2026-01-01T10:00:00.0"));
+        assert_eq!(k("2026-01-01 10:00:00Z"), k("2026-01-01T10:00:00"));
+        assert_eq!(k("1970-01-01T00:01:00"), 60.0);
+        assert_eq!(k("ERZ7462993"), 7_462_993.0);
+        assert_eq!(k("12.5"), 12.5);
+    }
 
     #[test]
     fn mgnify_requests_come_from_the_longest_lineage_prefix() {

@@ -305,6 +305,16 @@ fn bad_flags_are_usage_errors_and_bad_lines_are_named() {
             "--next gpu needs a GPU job",
         ),
         (&[][..], "give --gpu-job, --cpu-job or --from"),
+        // Memory per CPU (or node), and a key twice, were taken quietly:
+        // 48Gc sized as 48G, the last mem= winning.
+        (
+            &["--cpu-job", "cpus=8,mem=48Gc"][..],
+            "mem: '48Gc' is not a size",
+        ),
+        (
+            &["--cpu-job", "cpus=8,mem=48G,mem=1G"][..],
+            "'mem' given twice",
+        ),
     ] {
         let out = pool("queue-empty.txt", args, b"");
         assert_eq!(out.status.code(), Some(2), "{args:?}");
