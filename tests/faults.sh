@@ -249,6 +249,18 @@ else
 fi
 
 # ------------------------------------------------- hpc-harvest's sweep
+# A setting that is no whole number ended the run at its first use, after
+# the watermark had moved (and a --resubmit chain with it): a usage error
+# before anything.
+hs=$work/harvest-settings
+mkdir -p "$hs/data/hpc-sizer"
+echo 1700000000 >"$hs/data/hpc-sizer/harvest.watermark"
+XDG_DATA_HOME=$hs/data HPC_SWEEP_AFTER=1h hpc-harvest --db "$hs/h.db" >"$hs/out" 2>&1
+rc=$?
+check "harvest: HPC_SWEEP_AFTER=1h is a usage error (exit $rc) naming it" \
+    sh -c "[ $rc = 2 ] && grep -q \"HPC_SWEEP_AFTER '1h': not a whole number\" '$hs/out'"
+check "harvest: ... and the watermark is where it was" [ "$(cat "$hs/data/hpc-sizer/harvest.watermark")" = 1700000000 ]
+
 # ------------------------------------------------------------ hpc-finalize
 # A failed merge replaces nothing: before, hpc-finalize took hpc-merge's
 # exit 1 for "some lines rejected", wrote an empty series over the job's
@@ -288,6 +300,31 @@ HPC_SIZER_SPOOL=$fz/spool hpc-finalize --no-sacct 63 >"$fz/out3" 2>&1
 summary=$(grep '"kind":"summary".*"nodes":' "$fz/spool/incoming/63.ndjson")
 check "finalize: a requeued job's last run alone is merged (n3, 300 MB: $summary)" \
     grep -q '"nodes":\["n3"\],.*"peak_rss_mb":300\.0,' <<<"$summary"
+# sacct failing, or its line rejected: the result is still written (the
+# harvest stores the record later), exit 1, and the run says why. Before,
+# set -e ended the run with nothing written and only the sub-tool's words.
+mkdir -p "$fz/spool/65" "$fz/sacct-bin"
+node_file 65 n1 >"$fz/spool/65/n1.ndjson"
+fake_sacct "$fz/sacct-bin/sacct" 'echo "sacct: error: slurmdbd down" >&2; exit 1'
+PATH="$fz/sacct-bin:$PATH" HPC_SIZER_SPOOL=$fz/spool hpc-finalize 65 >"$fz/out5" 2>&1
+echo $? >"$fz/rc5"
+check "finalize: sacct failing -> exit 1 ($(cat "$fz/rc5"))" [ "$(cat "$fz/rc5")" = 1 ]
+check "finalize: ... the result is still written, without a job record" \
+    sh -c "grep -q '\"kind\":\"summary\"' '$fz/spool/incoming/65.ndjson' && ! grep -q '\"kind\":\"job\"' '$fz/spool/incoming/65.ndjson'"
+check "finalize: ... and it says sacct failed" grep -q "sacct failed (exit 1)" "$fz/out5"
+# Two finalizes of one job at once (the submit wrapper, the Epilog and the
+# sweep may meet): they shared a temporary name and one's mv failed.
+mkdir -p "$fz/spool/67"
+node_file 67 n1 >"$fz/spool/67/n1.ndjson"
+races=0
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    HPC_SIZER_SPOOL=$fz/spool hpc-finalize --no-sacct 67 >/dev/null 2>&1 &
+    a=$!
+    HPC_SIZER_SPOOL=$fz/spool hpc-finalize --no-sacct 67 >/dev/null 2>"$fz/race.err" || races=$((races + 1))
+    wait "$a" || races=$((races + 1))
+done
+check "finalize: two at once of one job both succeed, 10 times ($races failed)" [ "$races" = 0 ]
+
 # And the monitor of such a run writes that name (a probe that writes its
 # meta record, as hpc-probe does, and waits).
 mkdir -p "$fz/bin"
@@ -494,6 +531,37 @@ if is_root; then
     check "export onto a full disk fails (exit $rc)" [ "$rc" = 1 ]
     check "export onto a full disk leaves no temporary files" \
         [ -z "$(find "$disk" -name '.*tmp*' 2>/dev/null)" ]
+
+    # hpc-finalize onto a spool that fills up: at every size of free room,
+    # either a whole result and series (exit 0) or none, with the node files
+    # kept (exit 1). grep's write error was taken for "no lines": an empty
+    # result, exit 0, and the sweep then removed the node files.
+    disk=$(small_disk finalize 512)
+    bad=''
+    for free in $(seq 4 4 240); do
+        rm -rf "${disk:?}"/*
+        mkdir -p "$disk/sp/66"
+        for h in n1 n2; do
+            {
+                echo "{\"kind\":\"meta\",\"job_id\":\"66\",\"host\":\"$h\",\"start\":1767261660,\"interval_s\":1,\"req_cpus\":2,\"req_mem_mb\":2048,\"nnodes\":2,\"probe_version\":\"t\"}"
+                seq 1 300 | awk -v h="$h" '{ printf "{\"kind\":\"sample\",\"t\":%d,\"host\":\"%s\",\"job_id\":\"66\",\"rss_mb\":%d,\"cpu_cores\":1.5}\n", 1767261660 + $1, h, 100 + $1 }'
+            } >"$disk/sp/66/$h.ndjson"
+        done
+        dd if=/dev/zero of="$disk/fill" bs=4k 2>/dev/null
+        truncate -s "-${free}k" "$disk/fill"
+        rc=0
+        HPC_SIZER_SPOOL=$disk/sp hpc-finalize --no-sacct 66 >/dev/null 2>"$work/full-finalize.err" || rc=$?
+        result=$disk/sp/incoming/66.ndjson
+        if [ "$rc" = 0 ]; then
+            grep -q '"kind":"summary"' "$result" 2>/dev/null &&
+                [ "$(gzip -dc "$disk/sp/archive/66.series.ndjson.gz" 2>/dev/null | wc -l)" -gt 600 ] ||
+                bad="$bad $free:exit0-but-incomplete"
+        else
+            { [ ! -e "$result" ] && [ ! -e "$disk/sp/archive/66.series.ndjson.gz" ] &&
+                [ -s "$disk/sp/66/n1.ndjson" ]; } || bad="$bad $free:exit$rc-but-published"
+        fi
+    done
+    check "finalize onto a filling spool: a whole result or none, the node files kept (${bad:-all sizes})" [ -z "$bad" ]
 
     disk=$(small_disk probe 16)
     timeout 60 hpc-probe --interval 0.05 --out "$disk/p.ndjson" -- sleep 30 >/dev/null 2>"$work/full-probe.err"
