@@ -99,6 +99,8 @@ name=${name:-$script}
 begin=$(printf '%s\n' "$@" | sed -n 's/^--begin=//p')
 echo "$n PENDING ${begin:-now} ${name:-job}" >>"$FAKE_STATE/queue"
 echo "$n"
+# As sbatch --wait: the id at once, then the job's own exit status.
+exit "${FAKE_SBATCH_RC:-0}"
 EOF
 cat >"$fake/squeue" <<'EOF'
 #!/bin/sh
@@ -253,6 +255,18 @@ cp "$work/job.sbatch" "$long"
 check "submit --dry-run takes a script with a 250-byte name" status 0 "$hpc" submit --dry-run --no-recommend "$long"
 "$hpc" submit --dry-run --no-recommend -J 'a b' "$work/job.sbatch" "it's" >/dev/null 2>"$work/dryq.err"
 check "the --dry-run line is quoted as a shell reads it" grep -qF "sbatch -J a\\ b (the script above) it\\'s" "$work/dryq.err"
+# With no option at all it printed "sbatch '' (the script above)".
+"$hpc" submit --dry-run --no-recommend "$work/job.sbatch" >/dev/null 2>"$work/dry0.err"
+check "the --dry-run line of no options is the real command" grep -qF "would run: sbatch (the script above)" "$work/dry0.err"
+# sbatch --wait exits as the job did: the job is submitted all the same
+# (it said "sbatch failed", printed no id and spooled nothing).
+waited=$(cat "$FAKE_STATE/next" 2>/dev/null || echo 4242)
+FAKE_SBATCH_RC=3 "$hpc" submit --no-recommend --wait "$work/job.sbatch" >"$work/wait.out" 2>"$work/wait.err"
+rc=$?
+check "submit --wait of a job that fails exits as the job (exit $rc)" [ "$rc" -eq 3 ]
+check "... prints its id" grep -qx "Submitted batch job $waited" "$work/wait.out"
+check "... spools its analysis" test -s "$HPC_SIZER_SPOOL/incoming/$waited.analysis.ndjson"
+check "... and says it is submitted" grep -q "after submitting job $waited" "$work/wait.err"
 
 # The cases that changed what jobs asked for, through the real plan (a cold
 # start: this user has no history of these tools).
