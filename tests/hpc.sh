@@ -396,6 +396,23 @@ mine=$("$hpc" report --format csv | wc -l)
 check "report covers the user's jobs ($mine lines for tester, $theirs for $someone, $all with --all)" \
     test "$mine" -lt "$theirs" -a "$theirs" -le "$all"
 
+# A script of no known tool is sized from its job name's jobs: the history
+# was narrowed to --tool generic, which holds none of them ("no history").
+python3 - >"$work/myjob.ndjson" <<'PYEOF'
+import json
+for i in range(30):
+    print(json.dumps({"kind": "job", "cluster": "c", "job_id": str(9000 + i), "job_id_raw": str(9000 + i),
+                      "user": "tester", "job_name": "myjob", "state": "COMPLETED", "is_final": True,
+                      "submit": "2026-01-01T00:00:00Z", "start": "2026-01-01T00:00:00Z",
+                      "end": "2026-01-01T01:00:00Z", "elapsed_s": 3600.0, "alloc_cpus": 1,
+                      "req_mem_mb": 65536.0, "max_rss_mb": 4000.0 + i, "time_limit_s": 7200.0}))
+PYEOF
+hpc-store put "$work/myjob.ndjson" 2>/dev/null
+printf '#!/bin/sh\n#SBATCH -J myjob --mem=64G\necho hi\n' >"$work/myjob.sbatch"
+"$hpc" recommend "$work/myjob.sbatch" >"$work/myjob.out" 2>&1
+check "recommend sizes a script of no known tool from its job name's 30 jobs" \
+    sh -c "! grep -qi 'no history\|no earlier' '$work/myjob.out' && grep -q '30' '$work/myjob.out'"
+
 # ---------------------------------------------------------------- doctor's sources
 mkdir -p "$work/root/proc/fs/lustre" "$work/root/sys/class/infiniband/mlx5_0" "$work/root/dev" \
     "$work/root/sys/class/powercap/intel-rapl:0" "$work/root/sys/devices/system/node/node0" \
