@@ -157,7 +157,11 @@ pub fn create_private_if_missing(path: &Path) -> Result<()> {
         .truncate(false)
         .mode(0o600)
         .open(path)
-        .ctx(|| format!("cannot create {}", path.display()))?;
+        .ctx(|| match path.exists() {
+            // A read-only history is no "cannot create".
+            true => format!("cannot open {} for writing", shown(path)),
+            false => format!("cannot create {}", shown(path)),
+        })?;
     Ok(())
 }
 

@@ -254,6 +254,12 @@ fn a_read_only_database_can_be_read() {
     assert_eq!(count_jobs(&db), 4);
     let out = run(&db, &["put"], some_jobs(1).as_bytes());
     assert_eq!(out.status.code(), Some(1), "a put cannot write here");
+    // It said "cannot create" of a file that is there.
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("cannot open") && err.contains("for writing"),
+        "{err}"
+    );
 }
 
 // A reader of a database it cannot write, while no writer has it open,
@@ -1252,4 +1258,34 @@ fn a_busy_timeout_out_of_range_is_an_error_not_a_panic() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_folder_or_a_fifo_as_the_database_is_named_not_hung_on() {
+    // A folder said "database: disk I/O error"; a FIFO made status and put
+    // wait for ever.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.db");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    for (db, says) in [
+        (dir.path().to_path_buf(), "is a folder"),
+        (fifo, "not a regular file"),
+    ] {
+        for args in [&["status"][..], &["put"][..]] {
+            let child = cmd(&db, args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let out = finish_within(child, Duration::from_secs(10), "hpc-store on a fifo");
+            assert_eq!(out.status.code(), Some(1), "{args:?}");
+            assert!(
+                text(&out.stderr).contains(says),
+                "{args:?}: {}",
+                text(&out.stderr)
+            );
+        }
+    }
 }
