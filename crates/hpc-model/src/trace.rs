@@ -245,10 +245,16 @@ pub fn read_csv(
     source: &str,
     rejects: &mut Rejects,
 ) -> Result<Trace> {
-    let mut r = csv::ReaderBuilder::new().flexible(true).from_reader(input);
+    // Records end at '\n' only, a '\r' before it trimmed with the cell:
+    // with the default CRLF terminator the reader counted a CRLF file's
+    // lines one short (a bad cell on line 3 was named line 2).
+    let mut r = csv::ReaderBuilder::new()
+        .flexible(true)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_reader(input);
     let head = r.headers()?.clone();
     let col = |name: &str| {
-        head.iter().position(|h| h == name).ok_or_else(|| {
+        head.iter().position(|h| h.trim() == name).ok_or_else(|| {
             Error::Usage(format!(
                 "{}: no column {name}",
                 hpc_core::paths::escaped(source)

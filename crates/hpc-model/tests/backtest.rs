@@ -251,6 +251,19 @@ fn a_bad_cell_is_rejected_with_its_line_and_a_missing_column_is_a_usage_error() 
     }
     let ours = out.lines().find(|l| l.contains("\"ours\"")).unwrap();
     assert!(ours.contains("\"jobs\":2"), "jobs 1 and 7: {ours}");
+    // A CRLF file's lines were named one short.
+    std::fs::write(
+        &path,
+        "id,g,used,t\r\n1,a,5,10\r\n2,a,five,10\r\n3,a,6,10\r\n",
+    )
+    .unwrap();
+    let (code, out, err) = TOOL.cli(
+        &[&base[..], &["--order", "id", "--format", "ndjson"]].concat(),
+        "",
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("line 3: used 'five'"), "{err}");
+    assert!(out.contains("\"jobs\":2"), "{out}");
     let (code, _, err) = TOOL.cli(&[&base[..], &["--order", "nope"]].concat(), "");
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no column nope"), "{err}");
