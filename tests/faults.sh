@@ -255,11 +255,19 @@ fi
 hs=$work/harvest-settings
 mkdir -p "$hs/data/hpc-sizer"
 echo 1700000000 >"$hs/data/hpc-sizer/harvest.watermark"
-XDG_DATA_HOME=$hs/data HPC_SWEEP_AFTER=1h hpc-harvest --db "$hs/h.db" >"$hs/out" 2>&1
-rc=$?
-check "harvest: HPC_SWEEP_AFTER=1h is a usage error (exit $rc) naming it" \
-    sh -c "[ $rc = 2 ] && grep -q \"HPC_SWEEP_AFTER '1h': not a whole number\" '$hs/out'"
-check "harvest: ... and the watermark is where it was" [ "$(cat "$hs/data/hpc-sizer/harvest.watermark")" = 1700000000 ]
+mkdir -p "$hs/bin"
+fake_sacct "$hs/bin/sacct" "$good_sacct"
+for v in 1h 08; do
+    XDG_DATA_HOME=$hs/data PATH="$hs/bin:$PATH" HPC_SWEEP_AFTER=$v hpc-harvest --db "$hs/h.db" >"$hs/out" 2>&1
+    rc=$?
+    check "harvest: HPC_SWEEP_AFTER=$v is a usage error (exit $rc) naming it" \
+        sh -c "[ $rc = 2 ] && grep -q \"HPC_SWEEP_AFTER '$v': not a whole number\" '$hs/out'"
+    check "harvest: ... and the watermark is where it was (sacct answering)" \
+        [ "$(cat "$hs/data/hpc-sizer/harvest.watermark")" = 1700000000 ]
+done
+# (With a good sacct and a good setting, the watermark does move.)
+XDG_DATA_HOME=$hs/data PATH="$hs/bin:$PATH" hpc-harvest --db "$hs/h.db" >"$hs/out" 2>&1
+check "harvest: ... which a run with good settings moves" [ "$(cat "$hs/data/hpc-sizer/harvest.watermark")" != 1700000000 ]
 
 # ------------------------------------------------------------ hpc-finalize
 # A failed merge replaces nothing: before, hpc-finalize took hpc-merge's

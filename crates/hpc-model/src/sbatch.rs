@@ -442,8 +442,8 @@ fn set(raw: &mut Raw, key: Key, v: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A memory size in MiB (a bare number is MiB, as sbatch reads it).
-/// As sbatch reads it (SLURM's `str_to_mbytes`): whole digits, then
+/// A memory size in MiB, as sbatch reads it (SLURM's `str_to_mbytes`): a
+/// bare number is MiB; whole digits, then
 /// nothing or M (MiB), K (KiB, rounded up to a MiB), G or T, either case,
 /// optionally followed by B (`4GB`). sbatch refuses a fraction (`1.5G`) and
 /// any other unit (`1P`).
@@ -465,12 +465,34 @@ fn mem_mb(v: &str) -> Result<f64, String> {
     mib.map(|m| m as f64).ok_or_else(|| HOW.to_string())
 }
 
+/// Whether `t` has the shape SLURM takes for a time limit: digits, at
+/// most one `-` before any `:`, at most two `:`, and a run of digits for
+/// each field the colons (and the dash, with colons) make: `5:`, `:30`,
+/// `1-:` and `::` are refused; `2-` (two days) is taken.
+fn timespec_shape(t: &str) -> bool {
+    let (mut groups, mut dashes, mut colons, mut in_digits) = (0, 0, 0, false);
+    for b in t.bytes() {
+        match b {
+            b'0'..=b'9' => {
+                groups += usize::from(!in_digits);
+                in_digits = true;
+            }
+            b'-' if colons == 0 => (dashes, in_digits) = (dashes + 1, false),
+            b':' => (colons, in_digits) = (colons + 1, false),
+            _ => return false,
+        }
+    }
+    let fields = colons + 1 + usize::from(dashes > 0 && colons > 0);
+    groups > 0 && dashes <= 1 && colons <= 2 && (colons == 0 || groups >= fields)
+}
+
 /// A time limit as sbatch reads it (SLURM's `time_str2mins`): `minutes`,
 /// `minutes:seconds`, `hours:minutes:seconds`, `days-hours`,
-/// `days-hours:minutes`, `days-hours:minutes:seconds` (empty fields are 0:
-/// `2-` is two days), in whole minutes, seconds rounded up (`1:30` is 2
-/// minutes); `UNLIMITED`, `INFINITE` (any case), `-1` and `0` ask for no
-/// limit (`None`). A fraction or a word is refused, as sbatch refuses it.
+/// `days-hours:minutes`, `days-hours:minutes:seconds` (`2-` is two days),
+/// in whole minutes, seconds rounded up (`1:30` is 2 minutes); `UNLIMITED`,
+/// `INFINITE` (any case), `-1` and `0` ask for no limit (`None`). A
+/// fraction, a word or a field without digits is refused, as sbatch
+/// refuses it (see `timespec_shape`).
 fn time_limit(v: &str) -> Result<Option<f64>, String> {
     const HOW: &str = "not a time limit (minutes, MM:SS, HH:MM:SS, D-HH[:MM[:SS]] or UNLIMITED)";
     let t = v.trim();
@@ -480,11 +502,7 @@ fn time_limit(v: &str) -> Result<Option<f64>, String> {
     {
         return Ok(None);
     }
-    if t.is_empty()
-        || !t
-            .bytes()
-            .all(|b| b.is_ascii_digit() || b == b'-' || b == b':')
-    {
+    if !timespec_shape(t) {
         return Err(HOW.into());
     }
     let num = |f: &str| -> Option<u64> {

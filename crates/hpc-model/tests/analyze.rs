@@ -182,6 +182,12 @@ fn a_bad_directive_value_is_an_error_naming_the_line() {
             "-t Partition_Limit",
             "-t 'Partition_Limit': not a time limit",
         ),
+        // A field without digits (SLURM wants digits on each side of a
+        // colon).
+        ("-t 5:", "-t '5:': not a time limit"),
+        ("-t :30", "-t ':30': not a time limit"),
+        ("-t 1-:", "-t '1-:': not a time limit"),
+        ("-t ::", "-t '::': not a time limit"),
         ("--mem=4X", "--mem '4X': not a memory size"),
         ("--mem=1.5G", "--mem '1.5G': not a memory size"),
         ("--mem=1P", "--mem '1P': not a memory size"),

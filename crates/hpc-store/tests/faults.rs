@@ -1203,6 +1203,19 @@ fn a_sqlite_file_of_another_program_is_refused_and_left_as_it_was() {
         assert_eq!(py_sqlite(&db, shape), before, "{name} untouched");
         assert!(!dir.path().join(format!("{name}-wal")).exists());
     }
+    // A history restored through sqlite3's .dump (tables, no version) is
+    // ours: repaired, not refused.
+    let made = dir.path().join("made.db");
+    assert!(run(&made, &["put"], some_jobs(3).as_bytes())
+        .status
+        .success());
+    let restored = dir.path().join("restored.db");
+    let code = format!(
+        "s = sqlite3.connect(sys.argv[1]); d = sqlite3.connect({:?}); d.executescript(';\\n'.join(s.iterdump())); d.commit(); print(d.execute('pragma user_version').fetchone()[0])",
+        restored.to_str().unwrap()
+    );
+    assert_eq!(py_sqlite(&made, &code), "0", "the version is not kept");
+    assert_eq!(count_jobs(&restored), 3);
     // A new, empty file is still set up as a history.
     let empty = dir.path().join("empty.db");
     fs::write(&empty, b"").unwrap();
@@ -1270,7 +1283,7 @@ fn a_folder_or_a_fifo_as_the_database_is_named_not_hung_on() {
     assert!(made.success());
     for (db, says) in [
         (dir.path().to_path_buf(), "is a folder"),
-        (fifo, "not a regular file"),
+        (fifo, "is a FIFO"),
     ] {
         for args in [&["status"][..], &["put"][..]] {
             let child = cmd(&db, args)
