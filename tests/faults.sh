@@ -320,6 +320,11 @@ check "finalize: sacct failing -> exit 1 ($(cat "$fz/rc5"))" [ "$(cat "$fz/rc5")
 check "finalize: ... the result is still written, without a job record" \
     sh -c "grep -q '\"kind\":\"summary\"' '$fz/spool/incoming/65.ndjson' && ! grep -q '\"kind\":\"job\"' '$fz/spool/incoming/65.ndjson'"
 check "finalize: ... and it says sacct failed" grep -q "sacct failed (exit 1)" "$fz/out5"
+fake_sacct "$fz/sacct-bin/sacct" 'echo "JobID|JobIDRaw|State"; echo "65|65"'
+PATH="$fz/sacct-bin:$PATH" HPC_SIZER_SPOOL=$fz/spool hpc-finalize 65 >"$fz/out6" 2>&1
+echo $? >"$fz/rc6"
+check "finalize: a rejected sacct line -> exit 1 ($(cat "$fz/rc6")), saying so" \
+    sh -c "[ $(cat "$fz/rc6") = 1 ] && grep -q 'rejected some of sacct' '$fz/out6' && grep -q '\"kind\":\"summary\"' '$fz/spool/incoming/65.ndjson'"
 # Two finalizes of one job at once (the submit wrapper, the Epilog and the
 # sweep may meet): they shared a temporary name and one's mv failed.
 mkdir -p "$fz/spool/67"

@@ -280,6 +280,13 @@ pub fn read_csv(
         trace.rows += 1;
         let line = raw.position().map_or(trace.rows + 1, |p| p.line());
         let rec = match csv::StringRecord::from_byte_record(raw.clone()) {
+            // A field over several lines is most likely an unclosed quote
+            // (in the last column, it keeps the header's field count).
+            Ok(rec) if rec.iter().any(|f| f.contains('\n')) => {
+                let why = "a field runs over several lines (an unclosed quote?)";
+                rejects.reject(Some(source), line, why)?;
+                continue;
+            }
             Ok(rec) if rec.len() == head.len() => rec,
             Ok(rec) => {
                 let why = format!("{} fields where the header has {}", rec.len(), head.len());

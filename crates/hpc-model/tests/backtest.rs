@@ -245,12 +245,30 @@ fn a_bad_cell_is_rejected_with_its_line_and_a_missing_column_is_a_usage_error() 
         "line 5: used '1e308'",
         "line 6: runtime '1e400'",
         "line 7: not UTF-8",
-        "line 9: 2 fields where the header has 4",
+        "line 9: a field runs over several lines",
     ] {
         assert!(err.contains(line), "{line}: {err}");
     }
     let ours = out.lines().find(|l| l.contains("\"ours\"")).unwrap();
     assert!(ours.contains("\"jobs\":2"), "jobs 1 and 7: {ours}");
+    // An unclosed quote in the last column kept the field count and
+    // swallowed the rest of the file.
+    // A row short of a field is rejected too.
+    std::fs::write(
+        &path,
+        "id,g,t,used\n1,a,10,5\n2,a,10\n3,a,10,\"6\n4,a,10,7\n",
+    )
+    .unwrap();
+    let (code, _, err) = TOOL.cli(&[&base[..], &["--order", "id"]].concat(), "");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("line 3: 3 fields where the header has 4"),
+        "{err}"
+    );
+    assert!(
+        err.contains("line 4: a field runs over several lines"),
+        "{err}"
+    );
     // A CRLF file's lines were named one short.
     std::fs::write(
         &path,

@@ -110,7 +110,8 @@ impl plotters::coord::ranged1d::Ranged for TimeAxis {
 
 /// The time axis's step and ticks (seconds from the start) over `span`:
 /// the smallest round step (1-2-5 seconds, then 15 and 30 s, 1-2-5-10-15-30
-/// minutes, 1-2-3-6-12 hours, then days) that gives at most 8 ticks. Ticks
+/// minutes, 1-2-3-6-12 hours, then days) that gives at most 8 steps (9
+/// ticks with the one at 0). Ticks
 /// at round pixel columns, labelled rounded, said "2m" at 144 s.
 pub fn time_ticks(span: f64) -> (f64, Vec<f64>) {
     const STEPS: [f64; 22] = [
