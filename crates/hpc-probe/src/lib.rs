@@ -50,7 +50,7 @@ pub fn main_with(args: Args) -> Result<u8> {
     run(&opts)
 }
 
-use sampler::{Config, Sampler, Watch};
+use sampler::{Config, Reaped, Sampler, Watch};
 
 /// Where records go: stdout or a private file. Each record is written with
 /// one `write_all` of a complete line and flushed; a failed write to a file
@@ -476,14 +476,23 @@ fn sample_until_done(
 }
 
 /// When the command has exited: its exit status, after handing its whole
-/// CPU use (`getrusage(RUSAGE_CHILDREN)`) to the sampler.
+/// CPU use, storage I/O and largest process's peak
+/// (`getrusage(RUSAGE_CHILDREN)`) to the sampler.
 fn reap(c: &mut command::RunningCommand, sampler: &mut Sampler) -> Result<Option<u8>> {
     let Some(st) = c.try_wait()? else {
         return Ok(None);
     };
     if let Ok(ru) = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN) {
         let tv = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-        sampler.root_reaped(tv(ru.user_time()), tv(ru.system_time()));
+        // ru_maxrss is in KiB on Linux; the blocks are 512 bytes.
+        let n = |v: nix::libc::c_long| u64::try_from(v).unwrap_or(0);
+        sampler.root_reaped(Reaped {
+            user_s: tv(ru.user_time()),
+            sys_s: tv(ru.system_time()),
+            max_rss_kb: n(ru.max_rss()),
+            read_bytes: n(ru.block_reads()).saturating_mul(512),
+            write_bytes: n(ru.block_writes()).saturating_mul(512),
+        });
     }
     Ok(Some(exit_status_code(st)))
 }

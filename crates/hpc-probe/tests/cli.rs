@@ -202,6 +202,59 @@ fn memory_peak_of_a_300_mb_child() {
 }
 
 #[test]
+fn the_peak_of_a_command_gone_between_readings_is_kept() {
+    // 150 MiB for a moment, then the command exits, all within the first
+    // interval: the peak was read from no VmHWM and lost (0.5-8 MiB for a
+    // 100 MiB perl run of 0.16 s); getrusage's ru_maxrss keeps it.
+    let _heavy = heavy();
+    let o = run(&[
+        "--interval",
+        "2",
+        "--",
+        "python3",
+        "-c",
+        "b = b'x' * (150 * 1024 * 1024)",
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let recs = records(&String::from_utf8(o.stdout).unwrap());
+    let s = samples(&recs);
+    let peak = s.iter().map(|v| num(v, "hwm_mb")).fold(0.0, f64::max);
+    assert!((150.0..=220.0).contains(&peak), "peak {peak} MiB: {s:?}");
+}
+
+#[test]
+fn the_io_of_a_command_gone_between_readings_is_kept() {
+    // 40 MiB written to storage and the command gone within the first
+    // interval: the I/O since the last reading was lost (192 of 200 MiB
+    // read by a dd). ru_oublock (write_bytes / 512) keeps it.
+    let _heavy = heavy();
+    // On the target's disk: /tmp may be a tmpfs, whose writes reach no
+    // storage.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let out = dir.path().join("zeros");
+    let of = format!("of={}", out.display());
+    let o = run(&[
+        "--interval",
+        "5",
+        "--",
+        "dd",
+        "if=/dev/zero",
+        &of,
+        "bs=1M",
+        "count=40",
+        "conv=fsync",
+    ]);
+    assert!(o.status.success(), "{}", show(&o));
+    let recs = records(&String::from_utf8(o.stdout).unwrap());
+    let last = *samples(&recs).last().unwrap();
+    let written = num(last, "write_mb");
+    assert!(
+        (40.0..=44.0).contains(&written),
+        "wrote {written} MiB: {last:?}"
+    );
+}
+
+#[test]
 fn one_busy_core_for_three_seconds() {
     let _heavy = heavy();
     let t = Instant::now();

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use hpc_probe::cgroup::{self, JobCgroup, Version};
 use hpc_probe::node::NodeSources;
-use hpc_probe::sampler::{Config, Sampler, Watch};
+use hpc_probe::sampler::{Config, Reaped, Sampler, Watch};
 
 const MB: f64 = 1024.0 * 1024.0;
 
@@ -495,10 +495,42 @@ fn a_reaped_commands_children_are_not_counted_twice() {
     // 0.3 s more after the last sample).
     fs::remove_dir_all(proc_root.join("100")).unwrap();
     fs::remove_dir_all(proc_root.join("101")).unwrap();
-    s.root_reaped(1.2, 0.0);
+    s.root_reaped(Reaped {
+        user_s: 1.2,
+        ..Reaped::default()
+    });
     let b = s.sample(1.0, 1.0, None);
     assert_eq!(b.procs, Some(0));
     assert!(close(b.cpu_user_s.unwrap(), 1.2, 1e-9), "{b:?}");
+}
+
+#[test]
+fn the_sample_at_the_reaping_keeps_its_peak_and_reads_no_burst_of_cores() {
+    // A command that used 300 MiB between two readings and exits: its peak
+    // was lost (getrusage's ru_maxrss was not read). Its last interval, a
+    // few ms after the sample before, took the CPU the reaping handed over
+    // as a rate: 15 busy cores on 2 CPUs.
+    let d = tempfile::tempdir().unwrap();
+    let proc_root = d.path().join("proc");
+    write(&proc_root.join("100/stat"), &fake_stat(100, 1, 10, 5));
+    let mut s = Sampler::new(config(&proc_root, Watch::Pid(100)), NodeSources::default());
+    let _ = s.sample(0.0, 0.0, None);
+    write(&proc_root.join("100/stat"), &fake_stat(100, 1, 60, 5));
+    let b = s.sample(1.0, 1.0, None);
+    assert!(close(b.cpu_cores.unwrap(), 0.5, 1e-9), "{b:?}");
+    fs::remove_dir_all(proc_root.join("100")).unwrap();
+    s.root_reaped(Reaped {
+        user_s: 0.9,
+        max_rss_kb: 300 * 1024,
+        ..Reaped::default()
+    });
+    let c = s.sample(1.002, 1.002, None);
+    assert!(
+        close(c.cpu_user_s.unwrap(), 0.9, 1e-9),
+        "the CPU seconds are kept: {c:?}"
+    );
+    assert_eq!(c.cpu_cores, None, "0.3 s over 2 ms is no reading: {c:?}");
+    assert!(c.hwm_mb.unwrap() >= 300.0, "{c:?}");
 }
 
 #[test]
