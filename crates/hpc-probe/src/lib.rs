@@ -658,7 +658,9 @@ fn build_meta(
         start,
         interval_s: opts.interval,
         max_interval_s: Some(opts.max_interval),
-        req_cpus: opts.env.cpus_on_node,
+        // --cpus, else SLURM_CPUS_ON_NODE: hpc-merge reads the request
+        // here (it dropped cpu_frac and idle_cpu went unevaluated).
+        req_cpus: opts.cpus,
         req_mem_mb: opts.env.req_mem_mb(),
         req_gpus: opts.env.gpus_on_node,
         nnodes: opts.env.nnodes,

@@ -1161,3 +1161,15 @@ fn hpc_monitor_refuses_a_second_start_and_reports_a_failed_probe() {
     work.kill().unwrap();
     work.wait().unwrap();
 }
+
+#[test]
+fn cpus_given_on_the_command_line_reach_the_meta() {
+    // --cpus 2 set cpu_frac in the samples but not req_cpus in the meta,
+    // which hpc-merge reads: it dropped cpu_frac, and hpc-flags left
+    // idle_cpu unevaluated.
+    let o = run(&["--cpus", "2", "--interval", "0.1", "--", "sleep", "0.3"]);
+    assert!(o.status.success(), "{}", show(&o));
+    let recs = records(&String::from_utf8(o.stdout).unwrap());
+    let meta = recs.iter().find(|r| r["kind"] == "meta").unwrap();
+    assert_eq!(meta["req_cpus"], 2, "{meta}");
+}
