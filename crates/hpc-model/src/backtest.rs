@@ -475,7 +475,17 @@ fn read_trace(args: &BacktestArgs, resource: Resource, rejects: &mut Rejects) ->
         (None, None) => {
             let path = args.history.as_deref().unwrap_or("-");
             let h = crate::history::read_history(Input::named(path)?, rejects)?;
-            Ok(trace::from_history(&h.jobs, resource))
+            let mut t = trace::from_history(&h.jobs, resource);
+            // The lines read, not the jobs: 121 rejected lines of a
+            // Nextflow trace given without --nextflow read "121 of 0".
+            t.rows = t.rows.max(h.lines);
+            if h.jobs.is_empty() && rejects.rejected > 0 {
+                hpc_core::note!(
+                    "hpc-model: no job record read from {}: a CSV or Nextflow trace needs --csv or --nextflow",
+                    hpc_core::paths::escaped(path)
+                );
+            }
+            Ok(t)
         }
     }
 }

@@ -34,7 +34,7 @@ pub mod trace;
 /// the advice, size a group's job pool across its SLURM accounts.
 #[argh(
     example = "hpc-model analyze job.sbatch",
-    example = "hpc-store dump --kind job --kind summary --kind analysis --user $USER | hpc-model recommend job.sbatch --history -",
+    example = "hpc-store dump --kind job,summary,analysis --user $USER | hpc-model recommend job.sbatch --history -",
     note = "Exit status: 0 success, 1 a failure or rejected input lines, 2 usage error."
 )]
 pub struct Args {

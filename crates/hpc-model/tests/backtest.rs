@@ -323,4 +323,10 @@ fn a_trace_with_no_job_to_replay_is_an_error_not_an_empty_table() {
     let (code, _, err) = TOOL.cli(&args, "");
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("none of the 2 rows"), "{err}");
+    // A trace given as job records (no --csv): "3 of 0 input lines
+    // rejected", and no word of what was meant.
+    let (code, _, err) = TOOL.cli(&["backtest", p], "");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("3 of 3 input lines rejected"), "{err}");
+    assert!(err.contains("needs --csv or --nextflow"), "{err}");
 }
