@@ -29,12 +29,7 @@ fn xdg_dir(var: &str, rest: &str) -> Option<PathBuf> {
             std::env::var_os("HOME")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
-                .or_else(|| {
-                    nix::unistd::User::from_uid(nix::unistd::getuid())
-                        .ok()
-                        .flatten()
-                        .map(|u| u.dir)
-                })
+                .or_else(|| passwd().map(|u| u.dir))
                 .map(|h| h.join(rest))
         })
 }
@@ -45,11 +40,14 @@ pub fn user_name() -> String {
     if let Some(u) = std::env::var("USER").ok().filter(|u| !u.is_empty()) {
         return u;
     }
-    let uid = nix::unistd::getuid();
-    match nix::unistd::User::from_uid(uid) {
-        Ok(Some(u)) => u.name,
-        _ => uid.to_string(),
-    }
+    passwd().map_or_else(|| nix::unistd::getuid().to_string(), |u| u.name)
+}
+
+/// The caller's entry in the password database, when it has one.
+fn passwd() -> Option<nix::unistd::User> {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
 }
 
 /// The database path: the flag, else `HPC_SIZER_DB`, else the data folder's `hpc-sizer.db`.

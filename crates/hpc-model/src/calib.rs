@@ -55,7 +55,7 @@
 //! bound is rounded as the caller rounds (floor, step), and never above the
 //! job's own request in a group none of whose jobs needed more than it
 //! asked for, when the request covers every value the group used by
-//! [`CEILING_MARGIN`] or more.
+//! [`REQUEST_MARGIN`] or more.
 //!
 //! The level of one job spends the risk budget where it saves the most
 //! (a Lagrange condition): under a normal model of the scores, sizing a job
@@ -251,6 +251,13 @@ pub const HISTORY_CAP: f64 = 2.0;
 pub const LEVEL_SPAN: f64 = 10.0;
 /// A censored group is never advised below this factor of its limit.
 pub const CENSORED_FLOOR: f64 = 1.25;
+/// A request caps the advice only when it is at least this factor of every
+/// value the group used: a group that came within a reading's noise of its
+/// request (a job held at its limit, memory.max reclaiming its cache) sits
+/// at it, and its next job may pass it. MGnify's Oceanic lineage had one
+/// job of four at 220160M under a 222208M request; the fifth used 239616M
+/// and was advised the request.
+pub const REQUEST_MARGIN: f64 = 1.02;
 
 /// Which predictor sized a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1081,9 +1088,8 @@ impl Calibrated {
     /// smallest scale until two jobs have been tallied). The advice is
     /// never above the request in a group none of whose jobs needed more
     /// than it asked for, when the request covers every value the group
-    /// used with [`CEILING_MARGIN`] to spare (a smaller request than they
-    /// used is no bound on the need, nor is one they came within a reading's
-    /// noise of: the group sits at it, and its next job may pass it).
+    /// used with [`REQUEST_MARGIN`] to spare (a smaller request than they
+    /// used is no bound on the need, nor is one they came within of).
     pub fn advise_each(
         &self,
         group: &str,
@@ -1093,7 +1099,7 @@ impl Calibrated {
         let cands = self.sizer.candidates(group, input)?;
         let choice = self.choice.get(group).filter(|c| c.n >= 2);
         let cap = request
-            .filter(|&q| !cands[0].over_request && q >= CEILING_MARGIN * cands[0].max_seen)
+            .filter(|&q| !cands[0].over_request && q >= REQUEST_MARGIN * cands[0].max_seen)
             .unwrap_or(f64::INFINITY);
         Some(
             self.levels

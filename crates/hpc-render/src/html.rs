@@ -499,13 +499,7 @@ pub fn job_panels_svg(stream: &Stream, id: &str) -> Result<Option<(String, Strin
 /// is an error that leaves the folder as it was: an empty pipe (a failed
 /// `hpc-store dump`) never replaces a report.
 pub fn write_site(dir: &Path, stream: &Stream, heading: &str) -> Result<()> {
-    let empty = stream.jobs.is_empty()
-        && stream.series.is_empty()
-        && stream.flags.is_empty()
-        && stream.summaries.is_empty()
-        && stream.reports.is_empty()
-        && stream.recs.is_empty();
-    if empty {
+    if stream.is_empty() {
         return Err(Error::Other(
             "no job, sample or report records in the input: the report is left as it was".into(),
         ));

@@ -274,6 +274,16 @@ impl Stream {
         self.series.entry(id.to_string()).or_default()
     }
 
+    /// Whether no record that is drawn was read (backtests aside).
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+            && self.series.is_empty()
+            && self.flags.is_empty()
+            && self.summaries.is_empty()
+            && self.reports.is_empty()
+            && self.recs.is_empty()
+    }
+
     /// The job record of a job id (its `job_id` or `job_id_raw`).
     pub fn job(&self, id: &str) -> Option<&Job> {
         self.jobs
