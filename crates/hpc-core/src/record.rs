@@ -79,6 +79,51 @@ pub struct Job {
 }
 }
 
+impl Job {
+    /// Computes the efficiencies and the reserved and wasted hours from
+    /// the elapsed time, CPUs, requested memory and GPUs (see man
+    /// hpc-ingest), `used_mem_mb` the memory used: what hpc-ingest writes,
+    /// and what hpc-store put fills in for a job record that has none of
+    /// them (its reports summed such jobs as 0 hours).
+    pub fn derive(&mut self, used_mem_mb: Option<f64>) {
+        let round = |v: f64, places: i32| {
+            let m = 10f64.powi(places);
+            (v * m).round() / m
+        };
+        let elapsed = self.elapsed_s.unwrap_or(0.0);
+        let hours = elapsed / 3600.0;
+        if let Some(cpus) = self.alloc_cpus {
+            let reserved = f64::from(cpus) * hours;
+            self.cpu_hours_reserved = Some(round(reserved, 6));
+            if let Some(cpu) = self.total_cpu_s {
+                self.cpu_hours_wasted = Some(round((reserved - cpu / 3600.0).max(0.0), 6));
+                if elapsed > 0.0 && cpus > 0 {
+                    self.cpu_eff = Some(round(100.0 * cpu / (elapsed * f64::from(cpus)), 4));
+                }
+            }
+        }
+        if let Some(req) = self.req_mem_mb {
+            let reserved = req / 1024.0 * hours;
+            self.mem_gb_hours_reserved = Some(round(reserved, 6));
+            if let Some(used) = used_mem_mb {
+                self.mem_gb_hours_wasted = Some(round(((req - used) / 1024.0).max(0.0) * hours, 6));
+                if req > 0.0 {
+                    self.mem_eff = Some(round(100.0 * used / req, 4));
+                }
+            }
+        }
+        if let Some(g) = self.alloc_gpus {
+            self.gpu_hours_reserved = Some(round(f64::from(g) * hours, 6));
+        }
+        if let Some(m) = self.max_rss_mb.as_mut() {
+            *m = round(*m, 4);
+        }
+        if let Some(m) = self.req_mem_mb.as_mut() {
+            *m = round(*m, 4);
+        }
+    }
+}
+
 /// The first record a probe writes: what it watches and how.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Meta {

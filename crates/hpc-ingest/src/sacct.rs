@@ -521,7 +521,7 @@ impl Pending {
         } else {
             job_cpu_s
         };
-        derive(&mut job, used_mem);
+        job.derive(used_mem);
         job
     }
 }
@@ -529,39 +529,4 @@ impl Pending {
 fn round(v: f64, places: i32) -> f64 {
     let m = 10f64.powi(places);
     (v * m).round() / m
-}
-
-/// Computes the efficiencies and the reserved and wasted hours (see the man page).
-fn derive(job: &mut Job, used_mem_mb: Option<f64>) {
-    let elapsed = job.elapsed_s.unwrap_or(0.0);
-    let hours = elapsed / 3600.0;
-    if let Some(cpus) = job.alloc_cpus {
-        let reserved = f64::from(cpus) * hours;
-        job.cpu_hours_reserved = Some(round(reserved, 6));
-        if let Some(cpu) = job.total_cpu_s {
-            job.cpu_hours_wasted = Some(round((reserved - cpu / 3600.0).max(0.0), 6));
-            if elapsed > 0.0 && cpus > 0 {
-                job.cpu_eff = Some(round(100.0 * cpu / (elapsed * f64::from(cpus)), 4));
-            }
-        }
-    }
-    if let Some(req) = job.req_mem_mb {
-        let reserved = req / 1024.0 * hours;
-        job.mem_gb_hours_reserved = Some(round(reserved, 6));
-        if let Some(used) = used_mem_mb {
-            job.mem_gb_hours_wasted = Some(round(((req - used) / 1024.0).max(0.0) * hours, 6));
-            if req > 0.0 {
-                job.mem_eff = Some(round(100.0 * used / req, 4));
-            }
-        }
-    }
-    if let Some(g) = job.alloc_gpus {
-        job.gpu_hours_reserved = Some(round(f64::from(g) * hours, 6));
-    }
-    if let Some(m) = job.max_rss_mb.as_mut() {
-        *m = round(*m, 4);
-    }
-    if let Some(m) = job.req_mem_mb.as_mut() {
-        *m = round(*m, 4);
-    }
 }
