@@ -734,7 +734,13 @@ pub fn main_with(args: RecommendArgs) -> Result<()> {
     let mut rejects = Rejects::new("hpc-model");
     let history = match &args.history {
         Some(p) => read_history(Input::named(p)?, &mut rejects)?,
-        None => Default::default(),
+        None => {
+            // The note says "no earlier jobs": say why, once.
+            hpc_core::note!(
+                "hpc-model: no --history given: sized without earlier jobs (hpc-store dump --kind job,summary,analysis --user $USER | hpc-model recommend SCRIPT --history -)"
+            );
+            Default::default()
+        }
     };
     let models = match &args.models {
         Some(p) => Some(Models::load(Path::new(p))?),

@@ -365,6 +365,9 @@ fn the_model_tier_follows_the_fitted_model_and_fit_refuses_too_few_jobs() {
     let a = write(dir.path(), "a.ndjson", &analysis(5000.0));
     let (code, out, err) = cli(&["recommend", &a, "--models", m, "--format", "ndjson"], "");
     assert_eq!(code, 0, "{err}");
+    // Without --history the note's "no earlier jobs" is said why (a user
+    // with 12 stored jobs of the tool read it as none found).
+    assert!(err.contains("no --history given"), "{err}");
     let rec = rec_of(&out);
     assert_eq!(rec.basis["mem_mb"].tier, Tier::Model);
     // The model predicts 11000 MiB, but a cold start never lowers the
