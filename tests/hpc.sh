@@ -70,6 +70,15 @@ check "submit without hpc-model on PATH exits 1" status 1 env PATH="$work/nomode
 check "... and names it" grep -q 'needs hpc-model, which is not on PATH' "$work/err"
 mkdir -p "$HPC_SIZER_SPOOL/archive"
 echo '{"kind":"sample","t":1,"rss_mb":1}' | gzip >"$HPC_SIZER_SPOOL/archive/78.series.ndjson.gz"
+# An array task's visible id (20001_1) finds the series of its raw id
+# (20002), through the user's job records: "no series" before.
+echo '{"kind":"job","cluster":"c","job_id":"20001_1","job_id_raw":"20002","user":"tester","state":"COMPLETED","is_final":true,"end":"2026-01-01T00:00:00Z"}' |
+    HPC_SIZER_DB=$work/array.db hpc-store put 2>/dev/null
+echo '{"kind":"sample","t":1700000000,"job_id":"20002","rss_mb":512}' | gzip >"$HPC_SIZER_SPOOL/archive/20002.series.ndjson.gz"
+if command -v hpc-plot >/dev/null; then
+    check "plot of an array task by the id the user sees (20001_1)" \
+        status 0 env HPC_SIZER_DB="$work/array.db" "$hpc" plot --txt 20001_1
+fi
 if ! command -v hpc-plot >/dev/null; then
     check "plot with a series but no hpc-plot exits 1 and names it" status 1 "$hpc" plot --txt 78
     check "... (the message)" grep -q 'needs hpc-plot' "$work/err"
