@@ -54,11 +54,9 @@ impl RunningCommand {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(|e| {
-            Error::Other(format!(
-                "cannot run {}: {e}",
-                hpc_core::paths::escaped(&argv[0])
-            ))
+        let child = cmd.spawn().map_err(|source| Error::Io {
+            context: format!("cannot run {}", hpc_core::paths::escaped(&argv[0])),
+            source,
         })?;
         Ok(RunningCommand {
             child,

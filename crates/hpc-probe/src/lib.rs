@@ -339,7 +339,18 @@ pub fn changed(a: &hpc_core::record::Sample, b: &hpc_core::record::Sample) -> bo
 /// [`command`]).
 pub fn run(opts: &Opts) -> Result<u8> {
     let waker = Waker::install(matches!(opts.target, Target::Command(_)))?;
-    let (watch, out, mut child) = start_target(opts)?;
+    let (watch, out, mut child) = match start_target(opts) {
+        // A command that cannot be run exits as a shell's would: 127 when
+        // it is not found, 126 when it cannot be executed (it was 1).
+        Err(Error::Io { context, source }) if context.starts_with("cannot run") => {
+            hpc_core::note!("hpc-probe: {context}: {source}");
+            return Ok(match source.kind() {
+                std::io::ErrorKind::NotFound => 127,
+                _ => 126,
+            });
+        }
+        other => other?,
+    };
     let node = node::NodeSources::discover(&opts.proc_root, &opts.sys_root);
     let perf_state = if opts.no_perf {
         perf::Perf::Disabled

@@ -173,8 +173,16 @@ fn command_exit_status_is_passed_through() {
     let id = recs[0]["job_id"].as_str().unwrap();
     assert!(id.starts_with("local-"), "{id}");
     assert!(samples(&recs).iter().all(|s| s["job_id"] == id));
+    // A command that cannot be run exits as a shell says (it was 1): 127
+    // not found, 126 not executable.
     let o = run(&["--", "/nonexistent/cmd"]);
-    assert_eq!(o.status.code(), Some(1), "{}", show(&o));
+    assert_eq!(o.status.code(), Some(127), "{}", show(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot run /nonexistent/cmd"));
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.sh");
+    std::fs::write(&plain, "true\n").unwrap();
+    let o = run(&["--", plain.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(126), "{}", show(&o));
 }
 
 #[test]
@@ -1058,7 +1066,7 @@ fn a_full_stderr_never_panics() {
     for (args, code) in [
         (vec!["--pid", "2147483646"], 1),
         (vec!["--bogus"], 2),
-        (vec!["--", "/nonexistent/cmd"], 1),
+        (vec!["--", "/nonexistent/cmd"], 127),
         (vec!["--job", "987654321", "--interval", "0.05"], 1),
     ] {
         let st = status_to(bin().args(&args), Stdio::null(), "/dev/null", "/dev/full");
