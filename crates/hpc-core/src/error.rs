@@ -35,10 +35,14 @@ pub enum Error {
     Database(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
+/// The context of an `io::Error` turned into an [`Error`] by `?` alone,
+/// with nothing said of what was done (a caller may name it better).
+pub const BARE_IO: &str = "i/o";
+
 impl From<io::Error> for Error {
     fn from(source: io::Error) -> Self {
         Error::Io {
-            context: "i/o".into(),
+            context: BARE_IO.into(),
             source,
         }
     }

@@ -190,7 +190,7 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()
         let mut w = std::io::BufWriter::new(f);
         // A bare i/o failure of the writer (a full disk) names the file.
         write(&mut w).map_err(|e| match e {
-            Error::Io { context, source } if context == "i/o" => Error::Io {
+            Error::Io { context, source } if context == crate::error::BARE_IO => Error::Io {
                 context: format!("cannot write {}", shown(path)),
                 source,
             },

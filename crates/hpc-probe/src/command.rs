@@ -27,6 +27,10 @@ pub struct RunningCommand {
     reaped: bool,
 }
 
+/// How a command that could not be started is named in its error (the
+/// probe then exits 127 or 126, see `run`).
+pub const CANNOT_RUN: &str = "cannot run";
+
 impl RunningCommand {
     /// Starts `argv` (at least one word).
     // `pre_exec` is unsafe because its closure runs between fork and exec,
@@ -55,7 +59,7 @@ impl RunningCommand {
             });
         }
         let child = cmd.spawn().map_err(|source| Error::Io {
-            context: format!("cannot run {}", hpc_core::paths::escaped(&argv[0])),
+            context: format!("{CANNOT_RUN} {}", hpc_core::paths::escaped(&argv[0])),
             source,
         })?;
         Ok(RunningCommand {

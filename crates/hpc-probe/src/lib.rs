@@ -342,7 +342,7 @@ pub fn run(opts: &Opts) -> Result<u8> {
     let (watch, out, mut child) = match start_target(opts) {
         // A command that cannot be run exits as a shell's would: 127 when
         // it is not found, 126 when it cannot be executed (it was 1).
-        Err(Error::Io { context, source }) if context.starts_with("cannot run") => {
+        Err(Error::Io { context, source }) if context.starts_with(command::CANNOT_RUN) => {
             hpc_core::note!("hpc-probe: {context}: {source}");
             return Ok(match source.kind() {
                 std::io::ErrorKind::NotFound => 127,

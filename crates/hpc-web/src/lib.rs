@@ -356,8 +356,9 @@ fn wants_json(uri: &Uri, headers: &HeaderMap) -> bool {
 }
 
 /// The headers every answer carries: no script, style inline only, not
-/// framed, not sniffed, not cached.
-fn secure(mut r: Response) -> Response {
+/// framed, not sniffed, not cached (the server's own answers before the
+/// router too, see `server::plain`).
+pub(crate) fn secure(mut r: Response) -> Response {
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,

@@ -217,13 +217,5 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
         header::CONNECTION,
         header::HeaderValue::from_static("close"),
     );
-    r.headers_mut().insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        header::HeaderValue::from_static("nosniff"),
-    );
-    r.headers_mut().insert(
-        header::CACHE_CONTROL,
-        header::HeaderValue::from_static("private, no-store"),
-    );
-    r
+    crate::secure(r)
 }
