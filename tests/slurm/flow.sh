@@ -10,7 +10,8 @@
 # is in the database with sacct's state, MaxRSS and TotalCPU; that each
 # monitored job's series peak agrees with sacct's MaxRSS within 15 %; the
 # flags oom_killed, idle_cpu and mem_overrequest; that `hpc submit
-# --dry-run` shows the wrapper with the monitor; that the scheduler resubmits
+# --dry-run` shows the wrapper with the monitor; that `hpc interactive
+# SCRIPT` gives srun the script's own options (scontrol of its job); that the scheduler resubmits
 # itself (two chained runs in sacct) and `hpc scheduler stop` ends the
 # chain; that `hpc doctor` passes and names the absent sources. The checks
 # marked [after merge] need `hpc-model recommend` (and hpc-plot), which
@@ -161,6 +162,39 @@ done
 scontrol show job "${id[percpu]}" >percpu.scontrol 2>&1
 check "scontrol: the --mem-per-cpu job was given 100M a CPU and 2 CPUs" \
     bash -c 'grep -qF MinMemoryCPU=100M percpu.scontrol && grep -qF CPUs/Task=2 percpu.scontrol'
+# hpc interactive: srun reads no #SBATCH line, so the script's own options
+# are given to srun; the task layout is left out (one shell, one task), and
+# the command line's --mem replaces the script's --mem-per-cpu (srun given
+# both would refuse them). The "shell" records what scontrol says the step's
+# job was given, once per task started. Without a terminal srun drops --pty.
+cat >inter.sbatch <<'EOF2'
+#!/bin/bash
+#SBATCH --job-name=flow-inter --cpus-per-task=2 --mem-per-cpu=100M
+#SBATCH --time=00:07:00 --ntasks=2 --array=1-3 --output=inter-%j.out
+hostname
+EOF2
+cat >inter-shell.sh <<EOF2
+#!/bin/sh
+echo "shell \$*" >>"$work/inter-shells.\$SLURM_JOB_ID"
+scontrol show job "\$SLURM_JOB_ID" >"$work/inter.\$SLURM_JOB_ID"
+EOF2
+chmod +x inter-shell.sh
+for mem in script cli; do
+    extra=()
+    [ "$mem" = cli ] && extra=(--mem=300M)
+    SHELL=$work/inter-shell.sh timeout 120 hpc interactive inter.sbatch "${extra[@]}" </dev/null >"inter-$mem.err" 2>&1
+    check "hpc interactive inter.sbatch ${extra[*]} runs srun (exit 0)" [ $? -eq 0 ]
+    job=$(sed -n 's/^JobId=\([0-9]*\) .*/\1/p' inter.[0-9]* 2>/dev/null | tail -n 1)
+    show "  interactive ($mem): " "$(cat "inter-$mem.err" "inter.$job" 2>/dev/null)"
+    want=(JobName=flow-inter CPUs/Task=2 TimeLimit=00:07:00 NumTasks=1 MinMemoryCPU=100M)
+    [ "$mem" = cli ] && want[4]=MinMemoryNode=300M
+    for w in "${want[@]}"; do
+        check "scontrol: hpc interactive ${extra[*]} was given $w" grep -qF -- "$w" "inter.$job"
+    done
+    check "... and one shell was started" [ "$(wc -l <"inter-shells.$job" 2>/dev/null)" = 1 ]
+    rm -f inter.[0-9]*
+done
+
 for _ in $(seq 1 100); do [ -e signal.started ] && break; sleep 0.3; done
 check "the signal job's script is running" [ -e signal.started ]
 scancel --signal=USR1 --batch "${id[signal]}"

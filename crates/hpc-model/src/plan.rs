@@ -52,6 +52,10 @@ pub struct PlanArgs {
     /// write the options to pass to sbatch here, one a line
     #[argh(option)]
     options: Option<String>,
+    /// write the options for srun here, one a line (hpc interactive): the
+    /// script's own that srun takes too, with the advice over them
+    #[argh(option)]
+    srun: Option<String>,
     /// write the wrapper script to submit here
     #[argh(option)]
     wrap: Option<String>,
@@ -288,12 +292,18 @@ fn changes(d: &Directives, rec: &Rec) -> (Vec<Change>, Vec<String>) {
     (out, kept)
 }
 
-/// The text `hpc submit` shows: one block per change, a line per kept one.
-pub fn diff_text(plan: &Plan) -> String {
+/// The text `hpc submit` (or, `srun` true, `hpc interactive`) shows: one
+/// block per change, a line per kept one.
+pub fn diff_text(plan: &Plan, srun: bool) -> String {
+    let (cmd, to) = if srun {
+        ("hpc interactive", "srun")
+    } else {
+        ("hpc submit", "sbatch")
+    };
     if plan.changes.is_empty() && plan.kept.is_empty() {
-        return "hpc submit: no changes to what the script asks for\n".into();
+        return format!("{cmd}: no changes to what the script asks for\n");
     }
-    let mut s = String::from("hpc submit: what sbatch is given:\n");
+    let mut s = format!("{cmd}: what {to} is given:\n");
     for c in &plan.changes {
         s.push_str(&format!("- {}\n+ {}\n      why: {}\n", c.from, c.to, c.why));
     }
@@ -521,6 +531,23 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
         }
         write_file(p, s.as_bytes())?;
     }
+    if let Some(p) = &args.srun {
+        let (options, layout) = d.srun_options(&plan.options);
+        if !layout.is_empty() {
+            hpc_core::note!(
+                "hpc-model: srun starts one shell, one task: the script's {} left out (salloc gives the whole allocation)",
+                layout.join(" ")
+            );
+        }
+        write_file(
+            p,
+            options
+                .iter()
+                .map(|o| format!("{o}\n"))
+                .collect::<String>()
+                .as_bytes(),
+        )?;
+    }
     if let Some(p) = &args.analysis {
         let mut line = Vec::new();
         write_tagged(&mut line, "analysis", &plan.analysis)?;
@@ -539,7 +566,7 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
                 writeln!(out, "#SBATCH {o}")?;
             }
         }
-        _ => write!(out, "{}", diff_text(&plan))?,
+        _ => write!(out, "{}", diff_text(&plan, args.srun.is_some()))?,
     }
     out.flush()?;
     rejects.finish(history.lines)

@@ -54,6 +54,42 @@ const OPTIONS: &[(&str, Option<char>, Key)] = &[
     ("job-name", Some('J'), Key::JobName),
 ];
 
+/// Options that srun takes as sbatch does and that shape what a job is
+/// given, beside those of [`OPTIONS`]: long name, short letter, whether it
+/// takes a value. `hpc interactive` passes them on (see
+/// [`Directives::srun_options`]): srun reads no `#SBATCH` line.
+const SRUN_ALSO: &[(&str, Option<char>, bool)] = &[
+    ("constraint", Some('C'), true),
+    ("nodelist", Some('w'), true),
+    ("exclude", Some('x'), true),
+    ("reservation", None, true),
+    ("tmp", None, true),
+    ("licenses", Some('L'), true),
+    ("time-min", None, true),
+    ("mincpus", None, true),
+    ("hint", None, true),
+    ("sockets-per-node", None, true),
+    ("cores-per-socket", None, true),
+    ("threads-per-core", None, true),
+    ("gpus-per-socket", None, true),
+    ("gpu-bind", None, true),
+    ("mem-bind", None, true),
+    ("core-spec", Some('S'), true),
+    ("thread-spec", None, true),
+    ("clusters", Some('M'), true),
+    ("wckey", None, true),
+    ("prefer", None, true),
+    ("chdir", Some('D'), true),
+    ("exclusive", None, false),
+    ("contiguous", None, false),
+    ("overcommit", Some('O'), false),
+    ("oversubscribe", Some('s'), false),
+];
+
+/// The task layout: one interactive shell is one task, so `hpc
+/// interactive` leaves these out (srun --pty would start a shell a task).
+const LAYOUT: &[Key] = &[Key::Nodes, Key::Ntasks, Key::NtasksPerNode];
+
 /// How the memory was asked for (the last of `--mem`, `--mem-per-cpu`,
 /// `--mem-per-gpu` wins).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -91,6 +127,11 @@ struct Raw {
     gpus_per_task: Option<Gpus>,
     exclusive: bool,
     request: Request,
+    /// Each option srun takes too, as `--name=value` (or `--name`), with
+    /// the slot a later one replaces it in (the long name; `mem` for the
+    /// three memory options); the layout's in `layout`.
+    carried: Vec<(&'static str, String)>,
+    layout: Vec<String>,
 }
 
 impl Raw {
@@ -278,6 +319,37 @@ impl Directives {
         format!("--gres={}", out.join(","))
     }
 
+    /// The options `hpc interactive` gives srun, which reads no `#SBATCH`
+    /// line: the script's own that srun takes too, the last of each (its
+    /// memory option left out where the command line sets memory, as
+    /// sbatch leaves it out), then `plan`, the advice, which replaces the
+    /// script's option of the same kind. The command line's options follow
+    /// on srun's line and win as they do with sbatch. Beside them, the
+    /// script's task layout, left out: one shell is one task.
+    pub fn srun_options(&self, plan: &[String]) -> (Vec<String>, &[String]) {
+        let slot = |o: &str| -> String {
+            let name = o.trim_start_matches('-').split('=').next().unwrap_or("");
+            match name {
+                "mem" | "mem-per-cpu" | "mem-per-gpu" => "mem".into(),
+                _ => name.into(),
+            }
+        };
+        let mut taken: Vec<String> = plan.iter().map(|o| slot(o)).collect();
+        if self.from_cli.contains(&"mem") {
+            taken.push("mem".into());
+        }
+        let mut out = Vec::new();
+        for (s, word) in self.raw.carried.iter().rev() {
+            if !taken.iter().any(|t| t == s) {
+                taken.push(s.to_string());
+                out.push(word.clone());
+            }
+        }
+        out.reverse();
+        out.extend(plan.iter().cloned());
+        (out, &self.raw.layout)
+    }
+
     /// The GPU option the job uses, and the type.
     pub fn gpu_scope(&self) -> Option<Scope> {
         let r = &self.raw;
@@ -357,10 +429,25 @@ fn apply_words(raw: &mut Raw, words: &[String]) -> Result<(), String> {
         i += 1;
         if w == "--exclusive" || w.starts_with("--exclusive=") {
             raw.exclusive = true;
-            continue;
         }
         let (key, name, inline) = match find_option(w) {
             Some(found) => found,
+            None if srun_also(w).is_some() => {
+                let (long, takes, inline) = srun_also(w).unwrap_or_default();
+                let word = match (takes, inline) {
+                    (false, v) => v.map_or(format!("--{long}"), |v| format!("--{long}={v}")),
+                    (true, Some(v)) => format!("--{long}={v}"),
+                    (true, None) => {
+                        let v = words
+                            .get(i)
+                            .ok_or_else(|| format!("--{long}: needs a value"))?;
+                        i += 1;
+                        format!("--{long}={v}")
+                    }
+                };
+                raw.carried.push((long, word));
+                continue;
+            }
             None => {
                 let takes_next = (w.starts_with("--") && !w.contains('='))
                     || (w.len() == 2 && w.starts_with('-'));
@@ -386,8 +473,41 @@ fn apply_words(raw: &mut Raw, words: &[String]) -> Result<(), String> {
             let e = e.strip_prefix(&quoted).unwrap_or(&e);
             format!("{name} '{value}': {e}")
         })?;
+        let long = OPTIONS.iter().find(|o| o.2 == key).map_or("", |o| o.0);
+        let word = format!("--{long}={value}");
+        if LAYOUT.contains(&key) {
+            raw.layout.push(word);
+        } else if key != Key::Array {
+            let slot = match key {
+                Key::Mem | Key::MemPerCpu | Key::MemPerGpu => "mem",
+                _ => long,
+            };
+            raw.carried.push((slot, word));
+        }
     }
     Ok(())
+}
+
+/// The option of [`SRUN_ALSO`] a word names: its long name, whether it
+/// takes a value, and the value when the word holds it.
+fn srun_also(w: &str) -> Option<(&'static str, bool, Option<String>)> {
+    let (entry, inline) = if let Some(long) = w.strip_prefix("--") {
+        let (name, value) = match long.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (long, None),
+        };
+        (SRUN_ALSO.iter().find(|o| o.0 == name)?, value)
+    } else {
+        let mut chars = w.strip_prefix('-')?.chars();
+        let letter = chars.next()?;
+        let entry = SRUN_ALSO.iter().find(|o| o.1 == Some(letter))?;
+        let rest: String = chars.collect();
+        if !entry.2 && !rest.is_empty() {
+            return None;
+        }
+        (entry, (!rest.is_empty()).then_some(rest))
+    };
+    Some((entry.0, entry.2, inline))
 }
 
 /// The option a word names, how it was written, and its value when the word
@@ -751,5 +871,51 @@ mod tests {
         let e = parse_directives("#!/bin/sh\n#SBATCH --mem\n").unwrap_err();
         assert_eq!(e.line, 2);
         assert!(e.reason.contains("--mem: needs a value"), "{}", e.reason);
+    }
+
+    #[test]
+    fn srun_gets_the_scripts_own_options_with_the_advice_over_them() {
+        let script = "#!/bin/sh\n#SBATCH --job-name=x -p short -c4 --mem=1G --mem-per-cpu=2G -t 1:00:00\n\
+            #SBATCH -C 'gpu&fast' --exclusive -n 4 --nodes=2 --array=1-3 --output=o.txt -wnode1 -O\n\
+            #SBATCH --ntasks-per-node=2 --constraint=big --comment='a -x b'\nhostname\n";
+        let d = Directives::read(script).unwrap().with_cli(&[]).unwrap();
+        let plan = [
+            "--mem-per-cpu=1G".to_string(),
+            "--time=00:30:00".to_string(),
+        ];
+        let (srun, layout) = d.srun_options(&plan);
+        assert_eq!(
+            srun,
+            [
+                "--job-name=x",
+                "--partition=short",
+                "--cpus-per-task=4",
+                "--exclusive",
+                "--nodelist=node1",
+                "--overcommit",
+                "--constraint=big",
+                "--mem-per-cpu=1G",
+                "--time=00:30:00"
+            ]
+        );
+        assert_eq!(layout, ["--ntasks=4", "--nodes=2", "--ntasks-per-node=2"]);
+        // Without advice the script's own memory and time go as written.
+        let (srun, _) = d.srun_options(&[]);
+        assert!(srun.contains(&"--mem-per-cpu=2G".to_string()), "{srun:?}");
+        assert!(srun.contains(&"--time=1:00:00".to_string()), "{srun:?}");
+        assert!(!srun.iter().any(|o| o == "--mem=1G"), "{srun:?}");
+    }
+
+    #[test]
+    fn srun_leaves_the_scripts_memory_to_the_command_lines() {
+        // sbatch drops the script's --mem-per-cpu for the command line's
+        // --mem; srun given both refuses them as mutually exclusive.
+        let d = Directives::read("#SBATCH --mem-per-cpu=2G -c 2 --gres=gpu:1\n")
+            .unwrap()
+            .with_cli(&["--mem=8G".to_string()])
+            .unwrap();
+        let (srun, layout) = d.srun_options(&[]);
+        assert_eq!(srun, ["--cpus-per-task=2", "--gres=gpu:1"]);
+        assert!(layout.is_empty());
     }
 }
