@@ -197,7 +197,7 @@ sum_before=$(sha256sum <"$work/job.sbatch")
 "$hpc" submit --dry-run --no-recommend "$work/job.sbatch" >"$work/dry.out" 2>"$work/dry.err"
 rc=$?
 check "submit --dry-run --no-recommend exits 0 (exit $rc)" [ "$rc" -eq 0 ]
-check "... prints a wrapper that starts hpc-monitor" grep -q "^if '.*/hpc-monitor' start; then" "$work/dry.out"
+check "... prints a wrapper that starts hpc-monitor" grep -q "^if .*'[^']*/hpc-monitor' start; then" "$work/dry.out"
 check "... and runs hpc-finalize" grep -q "'.*/hpc-finalize' \"\$SLURM_JOB_ID\"" "$work/dry.out"
 check "... whose directives, as sbatch reads them, are the script's" json_has \
     "$(python3 "$work/reads.py" "$work/dry.out")" \

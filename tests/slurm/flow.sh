@@ -86,6 +86,15 @@ cat >array.sbatch <<EOF
 #SBATCH --array=1-3
 python3 -c '$hold' 120 3
 EOF
+# Submitted with --export=NONE: the job runs with its login PATH, which
+# lacks the tools (and HPC_SIZER_SPOOL is not passed); its steps get no
+# PATH at all. Two nodes: the monitor's probes go through srun.
+cat >noexport.sbatch <<EOF
+#!/bin/bash
+#SBATCH --job-name=flow-noexport
+#SBATCH --nodes=2 --mem=300M
+python3 -c '$hold' 150 4
+EOF
 cat >overlap.sbatch <<EOF
 #!/bin/bash
 #SBATCH --job-name=flow-overlap
@@ -108,9 +117,10 @@ EOF
 hpc submit --dry-run --no-recommend sleeper.sbatch >dry.out 2>dry.err
 check "hpc submit --dry-run shows the wrapper that starts the monitor" grep -q "hpc-monitor' start" dry.out
 declare -A id
-for j in mem300 oom sleeper steps array overlap; do
+for j in mem300 oom sleeper steps array overlap noexport; do
     extra=()
     [ "$j" = overlap ] && extra=("--export=ALL,HPC_MONITOR_SRUN=1")
+    [ "$j" = noexport ] && extra=("--export=NONE")
     out=$(hpc submit --no-recommend -o "$work/$j-%j.out" "${extra[@]}" "$j.sbatch" 2>"$j.err")
     id[$j]=$(submitted_id "$out")
     [ -n "${id[$j]}" ] && jobs+=("${id[$j]}")
@@ -214,6 +224,8 @@ check "... and the job ended as the script said: COMPLETED, finalized (a summary
     grep -q '\"job_id\":\"${id[signal]}\"' summaries.ndjson"
 
 # ---------------------------------------------------------------- the database
+check "the --export=NONE job was monitored on its 2 nodes and finalized (a job-wide and 2 node summaries)" \
+    json_is summaries.ndjson "(lambda h: len(h) == 3 and None in h)({x.get('host') for x in r if str(x['job_id']) == '${id[noexport]}'})"
 for j in mem300 oom sleeper steps array overlap; do
     check "job $j (${id[$j]}) is in the database with a final state, MaxRSS and TotalCPU" json_is jobs.ndjson \
         "any(x['job_id'].split('_')[0] == '${id[$j]}' and x.get('is_final') and x.get('state') and x.get('max_rss_mb') is not None and x.get('total_cpu_s') is not None for x in r)"

@@ -65,6 +65,14 @@ pub struct PlanArgs {
     /// the finalizer the wrapper runs (default hpc-finalize)
     #[argh(option, default = "String::from(\"hpc-finalize\")")]
     finalize: String,
+    /// folders the wrapper puts before the job's PATH for the monitor and
+    /// the finalizer (where the tools they call are)
+    #[argh(option)]
+    tools_path: Option<String>,
+    /// the spool the wrapper gives the monitor and the finalizer
+    /// (HPC_SIZER_SPOOL)
+    #[argh(option)]
+    spool: Option<String>,
     /// write the analysis record here
     #[argh(option)]
     analysis: Option<String>,
@@ -339,17 +347,48 @@ fn shebang(first: &[u8]) -> Option<(String, Option<String>)> {
     (!path.is_empty()).then(|| (path.to_string(), arg.filter(|a| !a.is_empty())))
 }
 
+/// What the job wrapper runs around the script, and how.
+#[derive(Debug, Clone, Default)]
+pub struct Tools {
+    /// The monitor (a path).
+    pub monitor: String,
+    /// The finalizer (a path).
+    pub finalize: String,
+    /// Folders put before the job's PATH for the monitor and the finalizer,
+    /// which call the other tools by name: where `hpc submit` found them.
+    /// A job submitted with `--export=NONE` runs with its login PATH.
+    pub path: Option<String>,
+    /// The spool they write to (`HPC_SIZER_SPOOL`), as at submission, for
+    /// the same reason.
+    pub spool: Option<String>,
+}
+
+impl Tools {
+    /// `command` (sh text) run with [`Tools::path`] and [`Tools::spool`]
+    /// (an empty one is none: an empty PATH entry is the current folder).
+    fn run(&self, command: &str) -> String {
+        let mut s = String::new();
+        if let Some(p) = self.path.as_deref().filter(|p| !p.is_empty()) {
+            s.push_str(&format!("PATH={}\"${{PATH:+:$PATH}}\" ", sh_quote(p)));
+        }
+        if let Some(d) = self.spool.as_deref().filter(|d| !d.is_empty()) {
+            s.push_str(&format!("HPC_SIZER_SPOOL={} ", sh_quote(d)));
+        }
+        s + command
+    }
+}
+
 /// The job script sbatch is given: the directive block of `script` as
 /// written (sbatch reads it there), then code that writes the script,
-/// unchanged, to a private temporary file, starts `monitor`, runs the file
+/// unchanged, to a private temporary file, starts the monitor, runs the file
 /// through its own interpreter (the `#!` line: no exec permission needed,
 /// so a noexec TMPDIR does not matter) with the job's arguments and the
 /// job's standard input, passes every signal of [`FORWARDED`] on to it, and
 /// on every exit path (an `exec` or a trap of the script's own included)
-/// stops the monitor, runs `finalize` and exits with the script's status.
+/// stops the monitor, runs the finalizer and exits with the script's status.
 /// The script's bytes are kept as they are (a Latin-1 comment included). A
 /// wrapper over [`MAX_SCRIPT`] is an error: sbatch would refuse it.
-pub fn wrapper(script: &[u8], block_end: usize, monitor: &str, finalize: &str) -> Result<Vec<u8>> {
+pub fn wrapper(script: &[u8], block_end: usize, tools: &Tools) -> Result<Vec<u8>> {
     let lines: Vec<&[u8]> = script.split(|b| *b == b'\n').collect();
     let Some((interp, arg)) = lines.first().and_then(|l| shebang(l)) else {
         return Err(Error::Other(
@@ -368,7 +407,12 @@ pub fn wrapper(script: &[u8], block_end: usize, monitor: &str, finalize: &str) -
         w.extend_from_slice(l);
         w.push(b'\n');
     }
-    let (mon, fin) = (sh_quote(monitor), sh_quote(finalize));
+    let (mon, fin) = (sh_quote(&tools.monitor), sh_quote(&tools.finalize));
+    let (start, stop) = (
+        tools.run(&format!("{mon} start")),
+        tools.run(&format!("{mon} stop")),
+    );
+    let fin = tools.run(&fin);
     let run = match &arg {
         Some(a) => format!("{} {}", sh_quote(&interp), sh_quote(a)),
         None => sh_quote(&interp),
@@ -394,7 +438,7 @@ pub fn wrapper(script: &[u8], block_end: usize, monitor: &str, finalize: &str) -
         format!(
             r#"{delim}
 hpc_monitored=0
-if {mon} start; then
+if {start}; then
     hpc_monitored=1
 else
     echo "hpc: the monitor did not start; the job runs unmonitored" >&2
@@ -415,7 +459,7 @@ exec 3<&-
 done
 trap - {all}
 if [ "$hpc_monitored" = 1 ]; then
-    {mon} stop || :
+    {stop} || :
     {fin} "$SLURM_JOB_ID" || echo "hpc: hpc-finalize $SLURM_JOB_ID failed" >&2
 fi
 rm -f "$hpc_script"
@@ -520,7 +564,16 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
     if let Some(p) = &args.wrap {
         write_file(
             p,
-            &wrapper(&bytes, d.block_end, &args.monitor, &args.finalize)?,
+            &wrapper(
+                &bytes,
+                d.block_end,
+                &Tools {
+                    monitor: args.monitor.clone(),
+                    finalize: args.finalize.clone(),
+                    path: args.tools_path.clone(),
+                    spool: args.spool.clone(),
+                },
+            )?,
         )?;
     }
     if let Some(p) = &args.options {
@@ -781,13 +834,21 @@ mod tests {
         assert_eq!(c[0].to, "--mem-per-cpu=2G");
     }
 
+    fn tools(monitor: &str) -> Tools {
+        Tools {
+            monitor: monitor.into(),
+            finalize: "/f".into(),
+            ..Tools::default()
+        }
+    }
+
     #[test]
     fn the_wrapper_keeps_the_block_and_embeds_the_script_unchanged() {
         let s =
             "#!/bin/tcsh\n  # indented comment\n#SBATCH -p debug\n\necho hi\n#SBATCH --mem=1G\n";
         let d = Directives::read(s).unwrap();
-        let w =
-            String::from_utf8(wrapper(s.as_bytes(), d.block_end, "/m on", "/f").unwrap()).unwrap();
+        let w = String::from_utf8(wrapper(s.as_bytes(), d.block_end, &tools("/m on")).unwrap())
+            .unwrap();
         assert!(
             w.starts_with("#!/bin/sh\n  # indented comment\n#SBATCH -p debug\n\n# hpc submit"),
             "{w}"
@@ -800,11 +861,11 @@ mod tests {
         );
         assert!(w.contains("if '/m on' start; then"), "{w}");
         assert!(w.contains("'/bin/tcsh' \"$hpc_script\""), "{w}");
-        assert!(wrapper(b"echo no shebang\n", 0, "m", "f").is_err());
-        assert!(wrapper(b"#!\necho no interpreter\n", 0, "m", "f").is_err());
+        assert!(wrapper(b"echo no shebang\n", 0, &tools("m")).is_err());
+        assert!(wrapper(b"#!\necho no interpreter\n", 0, &tools("m")).is_err());
         // Bytes that are not UTF-8 are kept.
         let latin1 = b"#!/bin/sh\n# caf\xe9\necho\n";
-        let w = wrapper(latin1, 2, "m", "f").unwrap();
+        let w = wrapper(latin1, 2, &tools("m")).unwrap();
         assert!(w.windows(latin1.len()).any(|x| x == latin1));
     }
 
@@ -824,10 +885,10 @@ mod tests {
         // refuses (max_script_size, 4 MiB by default).
         let mut big = b"#!/bin/sh\n".to_vec();
         big.extend(std::iter::repeat_n(b"# data\n".as_slice(), 600_000).flatten());
-        let e = wrapper(&big, 1, "m", "f").unwrap_err().to_string();
+        let e = wrapper(&big, 1, &tools("m")).unwrap_err().to_string();
         assert!(e.contains("max_script_size"), "{e}");
         // Under the limit it is given, and holds the script once.
         big.truncate(3 << 20);
-        assert!(wrapper(&big, 1, "m", "f").unwrap().len() < big.len() + 4096);
+        assert!(wrapper(&big, 1, &tools("m")).unwrap().len() < big.len() + 4096);
     }
 }

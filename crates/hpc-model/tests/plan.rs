@@ -429,3 +429,65 @@ fn every_flag_in_the_help_is_in_the_man_page() {
         TOOL.assert_help_in_man(&TOOL.help(&[sub]));
     }
 }
+
+#[test]
+fn the_monitor_and_finalizer_run_with_the_tools_and_spool_of_the_submission() {
+    // A job submitted with --export=NONE runs with its login PATH: the
+    // tools the monitor and finalizer call by name, and the spool of the
+    // submission, are given to them alone; the script's own PATH is kept.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let log = d.join("log");
+    let logger = |what: &str| {
+        format!(
+            "#!/bin/sh\necho \"{what} $1 PATH=$PATH SPOOL=${{HPC_SIZER_SPOOL-unset}}\" >>{}\n",
+            log.display()
+        )
+    };
+    let mon = write(d, "mon", &logger("monitor"), true);
+    let fin = write(d, "fin", &logger("finalize"), true);
+    let s = write(
+        d,
+        "job.sbatch",
+        "#!/bin/sh\necho \"job PATH=$PATH SPOOL=${HPC_SIZER_SPOOL-unset}\"\n",
+        false,
+    );
+    let wrap = d.join("wrapped.sbatch");
+    let (code, _, err) = TOOL.cli(
+        &[
+            "plan",
+            &s,
+            "--no-recommend",
+            "--wrap",
+            wrap.to_str().unwrap(),
+            "--monitor",
+            &mon,
+            "--finalize",
+            &fin,
+            "--tools-path",
+            "/opt/hpc tools/bin:/usr/local/hpc",
+            "--spool",
+            "/var/spool/it's",
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    let out = Command::new("sh")
+        .arg(&wrap)
+        .env("SLURM_JOB_ID", "77")
+        .env("PATH", "/usr/bin:/bin")
+        .env_remove("HPC_SIZER_SPOOL")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        hpc_testkit::text(&out.stdout),
+        "job PATH=/usr/bin:/bin SPOOL=unset\n"
+    );
+    let tools = "PATH=/opt/hpc tools/bin:/usr/local/hpc:/usr/bin:/bin SPOOL=/var/spool/it's";
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        format!("monitor start {tools}\nmonitor stop {tools}\nfinalize 77 {tools}\n")
+    );
+}
