@@ -68,23 +68,35 @@ enum Sink {
         path: PathBuf,
         // Held while the probe runs: a second probe on the file is refused.
         _lock: Option<Flock<std::fs::File>>,
+        // This probe created the file (it did not exist before).
+        created: bool,
     },
     Memory(Vec<u8>),
 }
 
 impl Output {
-    /// Output to stdout (`None` or `-`) or to a private file: see
+    /// Output to stdout (`None` or `-`) or to a private file, emptied: see
     /// [`open_output_file`].
     pub fn open(path: Option<&Path>) -> Result<Self> {
+        let out = Self::open_kept(path)?;
+        out.empty()?;
+        Ok(out)
+    }
+
+    /// [`Output::open`], but a file is locked and not yet emptied: a
+    /// command that cannot be run leaves an earlier file as it was (see
+    /// [`Output::discard`]).
+    fn open_kept(path: Option<&Path>) -> Result<Self> {
         let sink = match path {
             None => Sink::Stdout(std::io::stdout()),
             Some(p) if p.as_os_str() == "-" => Sink::Stdout(std::io::stdout()),
             Some(p) => {
-                let (file, lock) = open_output_file(p)?;
+                let (file, lock, created) = open_output_file(p)?;
                 Sink::File {
                     file,
                     path: p.to_path_buf(),
                     _lock: lock,
+                    created,
                 }
             }
         };
@@ -93,6 +105,30 @@ impl Output {
             line: Vec::with_capacity(1024),
             good_len: 0,
         })
+    }
+
+    /// Empties a regular file opened by [`Output::open_kept`].
+    fn empty(&self) -> Result<()> {
+        if let Sink::File { file, path, .. } = &self.sink {
+            if file.metadata().is_ok_and(|m| m.file_type().is_file()) {
+                file.set_len(0)
+                    .ctx(|| format!("cannot empty {}", shown(path)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives up an output nothing was written to: a file this probe
+    /// created is removed, an earlier one is left as it was.
+    fn discard(self) {
+        if let Sink::File {
+            path,
+            created: true,
+            ..
+        } = &self.sink
+        {
+            let _ = std::fs::remove_file(path);
+        }
     }
 
     /// Output kept in memory (tests).
@@ -151,21 +187,32 @@ impl Output {
 /// Opens the probe's output file for writing. The file is never reached
 /// through a symbolic link (`O_NOFOLLOW`: an existing or dangling link is
 /// refused), its folder is created with mode 0700, a new file gets mode
-/// 0600. A regular file is locked (`flock`, exclusive) before it is
-/// emptied, so a second probe on the same file fails without touching it;
-/// where the file system has no locks the file is used unlocked, with a
-/// warning. Returns the file and the lock that must be kept.
-pub fn open_output_file(p: &Path) -> Result<(std::fs::File, Option<Flock<std::fs::File>>)> {
+/// 0600. A regular file is locked (`flock`, exclusive), so a second probe
+/// on the same file fails without touching it (the caller empties it once
+/// locked); where the file system has no locks the file is used unlocked,
+/// with a warning. Returns the file, the lock that must be kept, and
+/// whether the file was created by this call.
+pub fn open_output_file(p: &Path) -> Result<(std::fs::File, Option<Flock<std::fs::File>>, bool)> {
     use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     if let Some(d) = p.parent() {
         hpc_core::paths::create_private_dir(d)?;
     }
-    let opened = std::fs::OpenOptions::new()
+    // Created here when an exclusive create succeeds; else opened as it is.
+    let excl = std::fs::OpenOptions::new()
         .write(true)
-        .create(true)
+        .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
         .open(p);
+    let created = excl.is_ok();
+    let opened = excl.or_else(|_| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(p)
+    });
     let file = match opened {
         Ok(f) => f,
         Err(e)
@@ -189,7 +236,7 @@ pub fn open_output_file(p: &Path) -> Result<(std::fs::File, Option<Flock<std::fs
         .ctx(|| format!("cannot stat {}", shown(p)))?;
     if !meta.file_type().is_file() {
         // A device or a FIFO: nothing to lock or empty.
-        return Ok((file, None));
+        return Ok((file, None, created));
     }
     let dup = file
         .try_clone()
@@ -210,12 +257,10 @@ pub fn open_output_file(p: &Path) -> Result<(std::fs::File, Option<Flock<std::fs
             None
         }
     };
-    file.set_len(0)
-        .ctx(|| format!("cannot empty {}", shown(p)))?;
     // An existing file keeps its old mode through open(): tighten it.
     file.set_permissions(std::fs::Permissions::from_mode(0o600))
         .ctx(|| format!("cannot chmod {}", shown(p)))?;
-    Ok((file, lock))
+    Ok((file, lock, created))
 }
 
 /// Wakes the sampling loop early on a signal.
@@ -403,8 +448,15 @@ pub fn run(opts: &Opts) -> Result<u8> {
 fn start_target(opts: &Opts) -> Result<(Watch, Option<Output>, Option<command::RunningCommand>)> {
     Ok(match &opts.target {
         Target::Command(argv) => {
-            let out = Output::open(opts.out.as_deref())?;
-            let c = command::RunningCommand::start(argv)?;
+            let out = Output::open_kept(opts.out.as_deref())?;
+            let c = match command::RunningCommand::start(argv) {
+                Ok(c) => c,
+                Err(e) => {
+                    out.discard();
+                    return Err(e);
+                }
+            };
+            out.empty()?;
             (Watch::Pid(c.pid()), Some(out), Some(c))
         }
         Target::Pid(p) => (Watch::Pid(*p), None, None),

@@ -183,6 +183,29 @@ fn command_exit_status_is_passed_through() {
     std::fs::write(&plain, "true\n").unwrap();
     let o = run(&["--", plain.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(126), "{}", show(&o));
+    // ... and leaves --out as it found it: no empty file made, an earlier
+    // series not emptied (a typo in the command lost it).
+    let new = dir.path().join("new.ndjson");
+    let o = run(&["--out", new.to_str().unwrap(), "--", "/nonexistent/cmd"]);
+    assert_eq!(o.status.code(), Some(127), "{}", show(&o));
+    assert!(!new.exists(), "an empty output file was left");
+    let old = dir.path().join("old.ndjson");
+    std::fs::write(&old, "{\"kind\":\"meta\"}\n").unwrap();
+    let o = run(&[
+        "--out",
+        old.to_str().unwrap(),
+        "--",
+        plain.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(126), "{}", show(&o));
+    assert_eq!(
+        std::fs::read_to_string(&old).unwrap(),
+        "{\"kind\":\"meta\"}\n"
+    );
+    // A command that runs empties it as before.
+    let o = run(&["--out", old.to_str().unwrap(), "--", "true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", show(&o));
+    assert!(records(&std::fs::read_to_string(&old).unwrap())[0]["target"] == "command");
 }
 
 #[test]
