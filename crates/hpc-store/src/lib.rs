@@ -192,6 +192,14 @@ enum Verdict {
 /// (and such records rejected), seconds.
 const WAIT_FOR_SACCT_S: u64 = 24 * 3600;
 
+/// The largest spool file loaded for another user (see [`Guard`]),
+/// bytes: it is read whole into the loader's memory (what is checked is
+/// what is loaded), and a job's result (its job record, summaries, flags
+/// and analysis; the series is archived apart) is a few MiB at most on
+/// thousands of nodes. A larger one, even a sparse file that costs its
+/// owner nothing, is left alone with a message.
+const MAX_GUARDED_FILE: u64 = 64 << 20;
+
 /// The job id of a record (a string, or a number written as one).
 fn job_id_of(line: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
@@ -361,12 +369,32 @@ pub fn put_spool(
                 put_reader(store, input, rejects)?
             }
             Some(g) => {
-                // Read once: what is checked is what is loaded.
+                // Read once: what is checked is what is loaded. At most
+                // MAX_GUARDED_FILE, even when the file grows while read.
                 let mut text = String::new();
-                if let Err(e) = std::io::Read::read_to_string(&mut &file, &mut text) {
-                    hpc_core::note!("hpc-store: {name}: cannot read: {e}; left alone");
-                    total.skipped += 1;
-                    continue;
+                let read = if file.metadata().map_or(0, |m| m.len()) > MAX_GUARDED_FILE {
+                    Ok(usize::MAX)
+                } else {
+                    std::io::Read::read_to_string(
+                        &mut std::io::Read::take(&file, MAX_GUARDED_FILE + 1),
+                        &mut text,
+                    )
+                };
+                match read {
+                    Err(e) => {
+                        hpc_core::note!("hpc-store: {name}: cannot read: {e}; left alone");
+                        total.skipped += 1;
+                        continue;
+                    }
+                    Ok(n) if n as u64 > MAX_GUARDED_FILE => {
+                        hpc_core::note!(
+                            "hpc-store: {name}: over {} MiB, not a job's result; left alone",
+                            MAX_GUARDED_FILE >> 20
+                        );
+                        total.skipped += 1;
+                        continue;
+                    }
+                    Ok(_) => {}
                 }
                 let young = file
                     .metadata()

@@ -915,6 +915,60 @@ fn root_takes_from_a_spool_only_its_owners_own_jobs() {
     assert!(early.exists(), "left for the next harvest: {err}");
 }
 
+// A spool file is read whole into the loader's memory (what is checked is
+// what is loaded): a user's sparse file of 1 GiB, which costs her nothing,
+// made root's loader read 1 GiB. Over 64 MiB it is left alone, unread, and
+// the other files load.
+#[test]
+#[ignore = "needs root (files of two real users): tests/run.sh runs it with the ignored tests"]
+fn root_leaves_a_huge_spool_file_alone_unread() {
+    assert!(is_root(), "run as root: the loader's case needs two users");
+    let alice = (65534, "nobody");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let job = r#"{"kind":"job","cluster":"c","job_id":"500","job_id_raw":"500","user":"nobody","state":"COMPLETED","submit":"2026-01-01T00:00:00Z","start":"2026-01-01T00:01:00Z","end":"2026-01-01T01:00:00Z","elapsed_s":3540,"alloc_cpus":1,"is_final":true}"#;
+    let out = run(&db, &["put"], format!("{job}\n").as_bytes());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let spool = dir.path().join("alice");
+    fs::create_dir(&spool).unwrap();
+    let huge = spool.join("huge.ndjson");
+    let f = fs::File::create(&huge).unwrap();
+    f.set_len(1 << 30).unwrap();
+    (&f).write_all(b"").unwrap();
+    drop(f);
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&huge)
+        .unwrap()
+        .write_all(b"\n")
+        .unwrap();
+    let good = spool.join("500.ndjson");
+    fs::write(
+        &good,
+        r#"{"kind":"summary","job_id":"500","peak_rss_mb":950}"#.to_string() + "\n",
+    )
+    .unwrap();
+    for p in [&spool, &huge, &good] {
+        chown(p, Some(alice.0), Some(alice.0)).unwrap();
+    }
+    let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("huge.ndjson: over 64 MiB, not a job's result; left alone"),
+        "{err}"
+    );
+    assert!(huge.exists(), "left where it was: {err}");
+    assert!(
+        !spool.join("rejected").join("huge.ndjson").exists(),
+        "{err}"
+    );
+    let dump = text(&run(&db, &["dump", "--kind", "summary"], b"").stdout);
+    assert!(
+        dump.contains(r#""peak_rss_mb":950"#),
+        "the other file loads: {dump} {err}"
+    );
+}
+
 // Issue 30: hpc-finalize's `mv -f` replaced JOB.ndjson while the loader read
 // the old file, and the move by name put the new file in done/ unread. The
 // loader moves the file it read, or nothing: the new one stays for the next
