@@ -498,5 +498,58 @@ rc=$?
 check "a job whose script scontrol cannot give still starts (exit $rc), with no analysis" \
     test "$rc" -eq 0 -a ! -e "$admin/spool/$me_id/incoming/99.analysis.ndjson"
 
+# In a 1777 spool root another user may have made the name first (a folder
+# of theirs, or a link): the TaskProlog uses neither, says so in the job's
+# output (a "print" line) and exits 0 without a probe.
+for squat in folder link; do
+    sroot=$admin/squat-$squat
+    mkdir -p "$sroot" "$admin/elsewhere"
+    if [ "$squat" = folder ]; then
+        mkdir -m 777 "$sroot/$me_id" && chown nobody "$sroot/$me_id"
+    else
+        ln -s "$admin/elsewhere" "$sroot/$me_id"
+    fi
+    : >"$admin/monitor.calls"
+    out=$(PATH="$admin/fake:$PATH" HPC_SIZER_SPOOL_ROOT=$sroot SLURM_JOB_ID=4242 SLURM_STEP_ID=batch \
+        sh "$root/examples/admin/prolog.sh")
+    rc=$?
+    check "the TaskProlog with the user's spool name taken ($squat) exits 0 (exit $rc)" test "$rc" -eq 0
+    check "... says so in the job's output and exports no spool ($out)" \
+        test "$out" = "print hpc-sizer: $sroot/$me_id is not a folder of your own (another user made it, or it is a link): this job is not probed; ask your admin to remove it"
+    check "... starts no monitor and writes nothing there" \
+        test ! -s "$admin/monitor.calls" -a -z "$(ls -A "$admin/elsewhere")"
+done
+
+# ---------------------------------------------------------------- the admin loader
+# examples/admin/loader.sh with a fake hpc-harvest: its lock is root's alone
+# (0600, even when an older one was 0644), and a lock held past
+# HPC_LOADER_WAIT is reported (exit 1), not waited out in silence (exit 0).
+mkdir -p "$admin/lib"
+printf '#!/bin/sh
+echo "harvest $*" >>"%s/harvest.calls"
+' "$admin" >"$admin/fake/hpc-harvest"
+chmod +x "$admin/fake/hpc-harvest"
+: >"$admin/lib/loader.lock"
+chmod 644 "$admin/lib/loader.lock"
+loader() {
+    PATH="$admin/fake:$PATH" HPC_SIZER_DB=$admin/lib/h.db HPC_SIZER_SPOOL_ROOT=$admin/spool \
+        HPC_LOADER_WAIT=1 sh "$root/examples/admin/loader.sh" 2>"$admin/loader.err"
+}
+loader
+rc=$?
+check "the loader runs hpc-harvest with each user's folder (exit $rc)" \
+    grep -qx "harvest --spool $admin/spool/$me_id" "$admin/harvest.calls"
+check "... and its lock is 0600" test "$(stat -c %a "$admin/lib/loader.lock")" = 600
+flock "$admin/lib/loader.lock" sleep 5 &
+holder=$!
+sleep 0.5
+: >"$admin/harvest.calls"
+loader
+rc=$?
+kill "$holder" 2>/dev/null
+wait "$holder" 2>/dev/null
+check "a lock held past HPC_LOADER_WAIT: exit 1 (exit $rc), no harvest" test "$rc" -eq 1 -a ! -s "$admin/harvest.calls"
+check "... and it says so" grep -q "loader.lock has been held for over 1 s by another loader" "$admin/loader.err"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -12,8 +12,17 @@
 set -eu
 spool_root=${HPC_SIZER_SPOOL_ROOT:-/var/spool/hpc-sizer}
 export HPC_SIZER_DB="${HPC_SIZER_DB:-/var/lib/hpc-sizer/hpc-sizer.db}"
-exec 9>"$(dirname "$HPC_SIZER_DB")/loader.lock"
-flock -n 9 || exit 0
+# The lock is root's alone (0600): a user who could open it could hold it
+# and stop every load. A run still going after HPC_LOADER_WAIT seconds
+# (default 600) is reported, not waited for in silence.
+lock="$(dirname "$HPC_SIZER_DB")/loader.lock"
+umask 077
+exec 9>"$lock"
+chmod 600 "$lock"
+if ! flock -w "${HPC_LOADER_WAIT:-600}" 9; then
+    echo "loader.sh: $lock has been held for over ${HPC_LOADER_WAIT:-600} s by another loader; this run loads nothing" >&2
+    exit 1
+fi
 set --
 for d in "$spool_root"/*/; do
     [ -d "$d" ] && set -- "$@" --spool "${d%/}"

@@ -18,7 +18,15 @@ case ${SLURM_STEP_ID:-batch} in
 esac
 spool="$spool_root/$(id -un)"
 umask 077
-mkdir -p "$spool" && chmod 700 "$spool"
+mkdir -p "$spool" 2>/dev/null || :
+# In a 1777 root another user may have made this name first (a folder of
+# theirs, or a link): nothing of this job goes there. "print" lines reach
+# the job's output.
+if [ -L "$spool" ] || [ ! -d "$spool" ] || [ ! -O "$spool" ]; then
+    echo "print hpc-sizer: $spool is not a folder of your own (another user made it, or it is a link): this job is not probed; ask your admin to remove it"
+    exit 0
+fi
+chmod 700 "$spool"
 echo "export HPC_SIZER_SPOOL=$spool"
 # A session of its own: slurmstepd kills the TaskProlog's process group
 # when it returns. A probe already running on this node (the batch step's,
