@@ -91,6 +91,28 @@ check "harvest: slurmdbd down -> exit 1, says so" \
 check "harvest: slurmdbd down -> watermark kept" \
     [ "$(cat "$work/harvest-down/data/hpc-sizer/harvest.watermark")" = 1700000000 ]
 
+# Two harvests at once on one data folder swept the same node files (one
+# finalized what the other removed): the second waits for the first, and
+# when it cannot have the folder within HPC_HARVEST_WAIT it says so, exit 1,
+# without running sacct.
+hl=$work/harvest-lock
+mkdir -p "$hl/bin" "$hl/data/hpc-sizer"
+fake_sacct "$hl/bin/sacct" "touch $hl/sacct.ran; $good_sacct"
+flock "$hl/data/hpc-sizer/harvest.lock" sleep 3 &
+holder=$!
+sleep 0.5
+XDG_DATA_HOME=$hl/data PATH="$hl/bin:$PATH" HPC_SIZER_SPOOL=$hl/spool HPC_HARVEST_WAIT=1 \
+    hpc-harvest --db "$hl/h.db" >"$hl/out" 2>&1
+rc=$?
+check "harvest: another harvest holds the data folder -> exit 1 ($rc), sacct not run" \
+    [ "$rc" = 1 ] && [ ! -e "$hl/sacct.ran" ]
+check "... and it says so" grep -q "harvest.lock has been held for over 1 s by another harvest" "$hl/out"
+XDG_DATA_HOME=$hl/data PATH="$hl/bin:$PATH" HPC_SIZER_SPOOL=$hl/spool \
+    hpc-harvest --db "$hl/h.db" >"$hl/out2" 2>&1
+rc=$?
+wait "$holder"
+check "... a harvest waits for the one before it, then runs (exit $rc)" [ "$rc" = 0 ] && [ -e "$hl/sacct.ran" ]
+
 # A failing sacct holds its watermark, not the spools: before, the run
 # stopped there and no spool loaded until sacct worked again.
 mkdir -p "$work/harvest-down2/spool/incoming"
