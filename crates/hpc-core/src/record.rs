@@ -92,7 +92,9 @@ impl Job {
         };
         let elapsed = self.elapsed_s.unwrap_or(0.0);
         let hours = elapsed / 3600.0;
-        if let Some(cpus) = self.alloc_cpus {
+        // Without an elapsed time the hours are unknown, not zero.
+        let known = self.elapsed_s.is_some();
+        if let Some(cpus) = self.alloc_cpus.filter(|_| known) {
             let reserved = f64::from(cpus) * hours;
             self.cpu_hours_reserved = Some(round(reserved, 6));
             if let Some(cpu) = self.total_cpu_s {
@@ -103,16 +105,20 @@ impl Job {
             }
         }
         if let Some(req) = self.req_mem_mb {
-            let reserved = req / 1024.0 * hours;
-            self.mem_gb_hours_reserved = Some(round(reserved, 6));
+            if known {
+                self.mem_gb_hours_reserved = Some(round(req / 1024.0 * hours, 6));
+            }
             if let Some(used) = used_mem_mb {
-                self.mem_gb_hours_wasted = Some(round(((req - used) / 1024.0).max(0.0) * hours, 6));
+                if known {
+                    self.mem_gb_hours_wasted =
+                        Some(round(((req - used) / 1024.0).max(0.0) * hours, 6));
+                }
                 if req > 0.0 {
                     self.mem_eff = Some(round(100.0 * used / req, 4));
                 }
             }
         }
-        if let Some(g) = self.alloc_gpus {
+        if let Some(g) = self.alloc_gpus.filter(|_| known) {
             self.gpu_hours_reserved = Some(round(f64::from(g) * hours, 6));
         }
         if let Some(m) = self.max_rss_mb.as_mut() {

@@ -30,6 +30,53 @@ pub struct JobFacts {
     pub gpu_util: Option<f64>,
     #[serde(default)]
     pub gpu_mem_max_mb: Option<f64>,
+    #[serde(default)]
+    pub mem_eff: Option<f64>,
+    #[serde(default)]
+    pub is_final: Option<bool>,
+}
+
+/// The shortest run whose sampled accounting figures (MaxRSS, GPU
+/// utilisation and memory) the rules read, seconds: SLURM gathers them
+/// every JobAcctGatherFrequency, 30 s by default, so a shorter job's are
+/// one reading or none (MaxRSS 0, a GPU at 0 %).
+pub const ACCT_SAMPLED_MIN_S: f64 = 30.0;
+
+impl JobFacts {
+    /// Leaves out what the record cannot tell: a job still running has the
+    /// usage of its finished steps only (TotalCPU and MaxRSS are filled in
+    /// as steps end), so none of it is read; a job shorter than
+    /// [`ACCT_SAMPLED_MIN_S`] has no sampled figures; MaxRSS 0 is no
+    /// reading (a process holds some memory).
+    fn known(mut self) -> JobFacts {
+        if self.is_final == Some(false) {
+            self.total_cpu_s = None;
+            self.mem_eff = None;
+            self.max_rss_mb = None;
+            self.gpu_util = None;
+            self.gpu_mem_max_mb = None;
+        }
+        if self.elapsed_s.is_some_and(|e| e < ACCT_SAMPLED_MIN_S) {
+            self.max_rss_mb = None;
+            self.mem_eff = None;
+            self.gpu_util = None;
+            self.gpu_mem_max_mb = None;
+        }
+        if self.max_rss_mb == Some(0.0) {
+            self.max_rss_mb = None;
+        }
+        self
+    }
+
+    /// The job's peak memory over all its tasks, MiB: its memory
+    /// efficiency times its request (MaxRSS x tasks on a node, as
+    /// hpc-ingest counts it), else MaxRSS (one task's peak).
+    pub fn used_mem_mb(&self) -> Option<f64> {
+        self.mem_eff
+            .zip(self.req_mem_mb)
+            .map(|(e, r)| e / 100.0 * r)
+            .or(self.max_rss_mb)
+    }
 }
 
 /// One GPU of a job-wide `summary` (hpc-merge's `gpus`).
@@ -194,7 +241,7 @@ impl Facts {
         } else {
             Vec::new()
         };
-        let job = acc.job.unwrap_or_default();
+        let job = acc.job.unwrap_or_default().known();
         let summary = acc.summary.unwrap_or_default();
         let alloc_cpus = job
             .alloc_cpus

@@ -355,7 +355,7 @@ fn mem_overrequest(f: &Facts, th: &Thresholds) -> Option<Verdict> {
         .map(|p| p.rss)
         .filter(|v| !v.is_nan())
         .reduce(f64::max);
-    let peak = [f.job.max_rss_mb, f.summary.peak_rss_mb, sample_peak]
+    let peak = [f.job.used_mem_mb(), f.summary.peak_rss_mb, sample_peak]
         .into_iter()
         .flatten()
         .reduce(f64::max)?;

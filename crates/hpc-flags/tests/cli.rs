@@ -1018,3 +1018,34 @@ fn values_near_the_limit_of_a_number_raise_no_flag_of_inf() {
         "listed as not evaluated: {out}"
     );
 }
+
+/// What a job record cannot tell is not judged: the usage of a job still
+/// running (sacct shows its finished steps' alone), the sampled figures of
+/// a job shorter than SLURM's sampling, a MaxRSS of 0; and memory is the
+/// job's over all its tasks (mem_eff), as hpc-ingest counts it.
+#[test]
+fn what_a_job_record_cannot_tell_is_not_judged() {
+    let over = |extra: &str| {
+        job(&format!(
+            "\"state\":\"COMPLETED\",\"req_mem_mb\":16000,\"max_rss_mb\":1900,\"alloc_cpus\":8,\"elapsed_s\":3600,\"total_cpu_s\":100{extra}"
+        ))
+    };
+    let out = flags_of(&over(""), &[]);
+    assert!(
+        has(&out, "mem_overrequest") && has(&out, "single_threaded"),
+        "{out}"
+    );
+    // 8 tasks of 1900 MiB each use 95 % of the request (reportseff's job
+    // 131042): not over-requested.
+    let out = flags_of(&over(",\"mem_eff\":95.08"), &[]);
+    assert!(!has(&out, "mem_overrequest"), "{out}");
+    let running = over("")
+        .replace("\"is_final\":true", "\"is_final\":false")
+        .replace("COMPLETED", "RUNNING");
+    let out = flags_of(&running, &[]);
+    assert!(raised(&out).is_empty(), "a running job: {out}");
+    let short = over("").replace("\"elapsed_s\":3600", "\"elapsed_s\":12");
+    assert!(!has(&flags_of(&short, &[]), "mem_overrequest"));
+    let zero = over("").replace("\"max_rss_mb\":1900", "\"max_rss_mb\":0");
+    assert!(!has(&flags_of(&zero, &[]), "mem_overrequest"));
+}

@@ -161,7 +161,7 @@ impl<'a> Fields<'_, 'a> {
 struct StepAcc {
     max_rss_mb: Option<f64>,
     used_mem_mb: Option<f64>,
-    step_cpu_s: f64,
+    step_cpu_s: Option<f64>,
     steps: u32,
     max_ntasks: Option<u32>,
     gpu: GpuUse,
@@ -470,10 +470,14 @@ impl Pending {
     pub fn add_step(&mut self, s: StepLine) {
         let a = &mut self.acc;
         a.steps += 1;
-        a.max_rss_mb = max_opt(a.max_rss_mb, s.max_rss_mb);
+        // MaxRSS 0 is no reading (a process holds some memory).
+        let rss = s.max_rss_mb.filter(|m| *m > 0.0);
+        a.max_rss_mb = max_opt(a.max_rss_mb, rss);
         let tasks = f64::from(s.ntasks.unwrap_or(1).max(1));
-        a.used_mem_mb = max_opt(a.used_mem_mb, s.max_rss_mb.map(|m| m * tasks));
-        a.step_cpu_s += s.cpu_s.unwrap_or(0.0);
+        a.used_mem_mb = max_opt(a.used_mem_mb, rss.map(|m| m * tasks));
+        if let Some(c) = s.cpu_s {
+            a.step_cpu_s = Some(a.step_cpu_s.unwrap_or(0.0) + c);
+        }
         a.gpu = a.gpu.max(s.gpu);
         if let Some(n) = s.ntasks {
             a.max_ntasks = Some(a.max_ntasks.map_or(n, |m| m.max(n)));
@@ -498,20 +502,24 @@ impl Pending {
             .map(|m| m.total_mb(nodes, cpus))
             .filter(|v| *v > 0.0)
             .or(tres_mem_mb);
-        job.max_rss_mb = max_opt(job.max_rss_mb, acc.max_rss_mb);
+        job.max_rss_mb = max_opt(job.max_rss_mb, acc.max_rss_mb).filter(|m| *m > 0.0);
         let used_mem = max_opt(job.max_rss_mb.filter(|_| acc.steps == 0), acc.used_mem_mb);
         if let Some(n) = acc.max_ntasks {
             job.ntasks = Some(job.ntasks.map_or(n, |m| m.max(n)));
         }
         let job_cpu = job_cpu_s.unwrap_or(0.0);
-        job.total_cpu_s = if acc.steps > 0 {
+        job.total_cpu_s = if !job.is_final {
+            // Running: TotalCPU and MaxRSS are filled in as steps end, so
+            // what sacct shows is the finished steps' only. Unknown.
+            None
+        } else if acc.steps > 0 {
             // The job line's TotalCPU already sums the steps; sum them
             // ourselves only when the job line has none.
-            Some(if job_cpu > 0.0 {
-                job_cpu
+            if job_cpu > 0.0 {
+                Some(job_cpu)
             } else {
-                acc.step_cpu_s
-            })
+                acc.step_cpu_s.or(job_cpu_s)
+            }
         } else if job_cpu > 0.0 {
             Some(job_cpu)
         } else if job.start.is_some() && job.elapsed_s.unwrap_or(0.0) > 0.0 {
@@ -521,7 +529,7 @@ impl Pending {
         } else {
             job_cpu_s
         };
-        job.derive(used_mem);
+        job.derive(used_mem.filter(|_| job.is_final));
         job
     }
 }

@@ -179,8 +179,9 @@ fn efficiencies_agree_with_reportseff_where_its_rules_hold() {
             },
         }
         match (id.as_str(), mem) {
-            // No step ever reported MaxRSS: unknown, not 0 %.
-            ("23000233", _) => assert!(j.get("mem_eff").is_none()),
+            // No step ever reported MaxRSS (23000233), or only 0, which is
+            // no reading (8205464, a 2 s job): unknown, not 0 %.
+            ("23000233" | "8205464", _) => assert!(j.get("mem_eff").is_none()),
             (_, Some(m)) => close(num(j, "mem_eff"), m, 0.1, &format!("{id} mem_eff")),
             (_, None) => unreachable!("reportseff gives a memory efficiency for every job here"),
         }
@@ -854,4 +855,41 @@ fn file_names_in_messages_are_escaped() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("into "), "{}", stderr(&out));
     assert!(!stderr(&out).contains('\x1b'), "{}", stderr(&out));
+}
+
+#[test]
+fn a_running_jobs_usage_is_unknown_not_zero() {
+    // SLURM fills in TotalCPU and MaxRSS as steps end: while job 18 runs
+    // sacct shows TotalCPU 00:00:00, which read as 0 % CPU (and flags).
+    let text = std::fs::read(fixtures().join("slurm-22.05/sacct_real_while_running.txt")).unwrap();
+    let out = ingest(&["--ndjson", "--fields", &slurm_header()], &text);
+    let jobs = jobs_of(&out);
+    let running = &jobs["18"];
+    assert_eq!(running["is_final"], false);
+    for k in [
+        "total_cpu_s",
+        "cpu_eff",
+        "cpu_hours_wasted",
+        "mem_eff",
+        "mem_gb_hours_wasted",
+    ] {
+        assert!(running.get(k).is_none(), "{k} of a running job: {running}");
+    }
+    assert!(num(running, "cpu_hours_reserved").is_some(), "{running}");
+    // A finished step's MaxRSS 0 is no reading; a missing TotalCPU or
+    // Elapsed column leaves out what needs it.
+    let fields = "JobID|JobIDRaw|State|AllocCPUS|ReqMem|MaxRSS|NTasks";
+    let lines = "7|7|COMPLETED|4|4G||\n7.batch|7.batch|COMPLETED|4||0|1\n";
+    let out = ingest(&["--ndjson", "--fields", fields], lines.as_bytes());
+    let job = &jobs_of(&out)["7"];
+    for k in [
+        "max_rss_mb",
+        "mem_eff",
+        "total_cpu_s",
+        "cpu_eff",
+        "cpu_hours_reserved",
+        "mem_gb_hours_reserved",
+    ] {
+        assert!(job.get(k).is_none(), "{k}: {job}");
+    }
 }
