@@ -196,7 +196,11 @@ pub fn user_of(
     if values.next().is_some() {
         return Err(Refused::BadName);
     }
-    let name = v.to_str().map_err(|_| Refused::BadName)?.trim();
+    // UTF-8, not only visible ASCII (HeaderValue::to_str): a user named
+    // zoë could never sign in.
+    let name = std::str::from_utf8(v.as_bytes())
+        .map_err(|_| Refused::BadName)?
+        .trim();
     let ok = !name.is_empty()
         && name.len() <= MAX_USER
         && name
@@ -261,6 +265,17 @@ mod tests {
             user_of(&h, "x-forwarded-user", Peer::Unix, &[]),
             Err(Refused::BadName)
         );
+        // A name in UTF-8 is a name; bytes that are not UTF-8 are not.
+        let named = |bytes: &[u8]| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                "x-forwarded-user",
+                axum::http::HeaderValue::from_bytes(bytes).unwrap(),
+            );
+            user_of(&h, "x-forwarded-user", Peer::Unix, &[])
+        };
+        assert_eq!(named("zoë".as_bytes()), Ok("zoë".into()));
+        assert_eq!(named(b"zo\xeb"), Err(Refused::BadName));
     }
 
     #[test]

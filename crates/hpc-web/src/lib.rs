@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use argh::FromArgs;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path as UrlPath, Query, Request};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
@@ -42,7 +43,7 @@ use crate::server::{Limits, Listener};
 #[argh(
     example = "hpc-web --socket /run/hpc-web/web.sock --admin-group hpcadmin",
     example = "hpc-web --listen 127.0.0.1:8080 --trust-proxy 127.0.0.1 --db /var/lib/hpc-sizer/history.db",
-    note = "Pages: / (my jobs), /job/ID, /tools, /report (admins), /metrics (admins or --metrics-from); each also as JSON under /api/ or with Accept: application/json. Stops on SIGTERM. Exit status: 0 stopped, 1 failure, 2 usage error. See hpc-web(1)."
+    note = "Pages: / (my jobs), /job/ID, /job/ID/plot.svg, /tools, /report (admins), /metrics (admins or --metrics-from); each but the plot and /metrics also as JSON under /api/ or with Accept: application/json. Stops on SIGTERM. Exit status: 0 stopped, 1 failure, 2 usage error. See hpc-web(1)."
 )]
 pub struct Args {
     /// the history database (default: as every tool finds it, HPC_SIZER_DB,
@@ -111,6 +112,8 @@ pub struct App {
     pool: Mutex<Pool>,
     /// Blocking reads at once.
     readers: Arc<tokio::sync::Semaphore>,
+    /// Blocking reads at once of each user (see [`READERS_PER_USER`]).
+    readers_of: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
 /// Connections kept open between requests, all to one file (its device
@@ -123,6 +126,12 @@ struct Pool {
 
 /// Connections kept open at most (as many as blocking reads at once).
 const READERS: usize = 8;
+
+/// Blocking reads one user (or the metrics scraper) may have at once: the
+/// rest of [`READERS`] is always free of that user's requests. Sixty
+/// parallel requests for one user's largest job page held all eight, and
+/// another user's small page waited 15 s for a 503.
+const READERS_PER_USER: usize = READERS / 2;
 
 /// How long a page of [`App::page`] is kept at most.
 const PAGE_TTL: Duration = Duration::from_secs(60);
@@ -183,6 +192,13 @@ impl App {
                 .filter(|p| p.exists())
                 .unwrap_or_else(|| PathBuf::from("hpc-model"))
         });
+        if let Some(g) = &a.admin_group {
+            if !matches!(nix::unistd::Group::from_name(g), Ok(Some(_))) {
+                hpc_core::note!(
+                    "hpc-web: --admin-group {g}: no such group now; nobody is an admin by it until it exists"
+                );
+            }
+        }
         let groups = match hpc_core::paths::groups_path(a.groups.as_deref()) {
             Some(p) => read_groups(&p).map_err(|e| Error::Usage(e.to_string()))?,
             None => Groups::new(),
@@ -201,6 +217,7 @@ impl App {
             pages: Mutex::new(HashMap::new()),
             pool: Mutex::new(Pool::default()),
             readers: Arc::new(tokio::sync::Semaphore::new(READERS)),
+            readers_of: Mutex::new(HashMap::new()),
         })
     }
 
@@ -454,23 +471,58 @@ fn asked(app: &App, req: &Request) -> std::result::Result<(Who, bool, String), B
     Ok((who, wants_json(req.uri(), req.headers()), base(req.uri())))
 }
 
-/// Runs a blocking read of the history. The permit is held until the read
-/// ends, also when the request gave up waiting for it, so that at most
-/// [`READERS`] reads run at once.
+/// The query of a page that reads one.
+type Asked = std::result::Result<Query<Params>, QueryRejection>;
+
+/// [`asked`], and the page's query: one that cannot be read is a 400 in
+/// the asker's format, once the asker is known (a 401 before).
+fn asked_with(
+    app: &App,
+    req: &Request,
+    q: Asked,
+) -> std::result::Result<(Who, bool, String, Params), Box<Response>> {
+    let (who, json, base) = asked(app, req)?;
+    match q {
+        Ok(Query(p)) => Ok((who, json, base, p)),
+        Err(e) => Err(Box::new(error_response(
+            StatusCode::BAD_REQUEST,
+            &format!("the query: {}", e.body_text()),
+            json,
+        ))),
+    }
+}
+
+/// Runs a blocking read of the history for `asker`. The permits are held
+/// until the read ends, also when the request gave up waiting for it, so
+/// that at most [`READERS`] reads run at once, [`READERS_PER_USER`] of
+/// them one asker's.
 async fn read<T: Send + 'static>(
     app: &Arc<App>,
+    asker: &str,
     f: impl FnOnce(&App, &Store) -> std::result::Result<T, Miss> + Send + 'static,
 ) -> std::result::Result<T, Miss> {
+    let theirs = {
+        let mut of = lock(&app.readers_of);
+        if of.len() >= MAX_CACHED {
+            // Only askers with a read in flight are still held elsewhere.
+            of.retain(|_, s| Arc::strong_count(s) > 1);
+        }
+        of.entry(asker.to_owned())
+            .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(READERS_PER_USER)))
+            .clone()
+    };
+    let unavailable = |e: tokio::sync::AcquireError| Miss::Unavailable(e.to_string());
+    let own = theirs.acquire_owned().await.map_err(unavailable)?;
     let permit = app
         .readers
         .clone()
         .acquire_owned()
         .await
-        .map_err(|e| Miss::Unavailable(e.to_string()))?;
+        .map_err(unavailable)?;
     let app = app.clone();
     tokio::task::spawn_blocking(move || {
         let r = app.with_store(|store| f(&app, store));
-        drop(permit);
+        drop((permit, own));
         r
     })
     .await
@@ -504,9 +556,9 @@ fn subject(who: &Who, p: &Params) -> std::result::Result<String, Miss> {
     }
 }
 
-async fn jobs_page(state: St, Query(p): Query<Params>, req: Request) -> Response {
+async fn jobs_page(state: St, q: Asked, req: Request) -> Response {
     let app = state.0;
-    let (who, json, base) = match asked(&app, &req) {
+    let (who, json, base, p) = match asked_with(&app, &req, q) {
         Ok(a) => a,
         Err(r) => return *r,
     };
@@ -516,7 +568,7 @@ async fn jobs_page(state: St, Query(p): Query<Params>, req: Request) -> Response
     };
     let (page, per) = (p.page.unwrap_or(1), p.per.unwrap_or(50));
     let b = base.clone();
-    match read(&app, move |app, s| {
+    match read(&app, &who.user, move |app, s| {
         let total = app.count(s, &user)?;
         data::jobs(s, &user, total, (page, per), &b, json)
     })
@@ -534,7 +586,7 @@ async fn job_page(state: St, UrlPath(id): UrlPath<String>, req: Request) -> Resp
         Err(r) => return *r,
     };
     let user = (!who.admin).then(|| who.user.clone());
-    match read(&app, move |app, s| {
+    match read(&app, &who.user, move |app, s| {
         data::job(s, &id, user.as_deref(), &|u, t| app.advice(u, t))
     })
     .await
@@ -551,15 +603,19 @@ async fn plot_svg(state: St, UrlPath(id): UrlPath<String>, req: Request) -> Resp
         Err(r) => return *r,
     };
     let user = (!who.admin).then(|| who.user.clone());
-    match read(&app, move |_, s| data::plot(s, &id, user.as_deref())).await {
+    match read(&app, &who.user, move |_, s| {
+        data::plot(s, &id, user.as_deref())
+    })
+    .await
+    {
         Ok(svg) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
         Err(m) => miss(m, false),
     }
 }
 
-async fn tools_page(state: St, Query(p): Query<Params>, req: Request) -> Response {
+async fn tools_page(state: St, q: Asked, req: Request) -> Response {
     let app = state.0;
-    let (who, json, base) = match asked(&app, &req) {
+    let (who, json, base, p) = match asked_with(&app, &req, q) {
         Ok(a) => a,
         Err(r) => return *r,
     };
@@ -568,7 +624,7 @@ async fn tools_page(state: St, Query(p): Query<Params>, req: Request) -> Respons
         Err(m) => return miss(m, json),
     };
     let key = format!("tools {user} {base}");
-    match read(&app, move |app, s| {
+    match read(&app, &who.user, move |app, s| {
         app.page(key, || data::tools(s, &user, &|u, t| app.advice(u, t)))
     })
     .await
@@ -578,9 +634,9 @@ async fn tools_page(state: St, Query(p): Query<Params>, req: Request) -> Respons
     }
 }
 
-async fn report_page(state: St, Query(p): Query<Params>, req: Request) -> Response {
+async fn report_page(state: St, q: Asked, req: Request) -> Response {
     let app = state.0;
-    let (who, json, base) = match asked(&app, &req) {
+    let (who, json, base, p) = match asked_with(&app, &req, q) {
         Ok(a) => a,
         Err(r) => return *r,
     };
@@ -601,7 +657,7 @@ async fn report_page(state: St, Query(p): Query<Params>, req: Request) -> Respon
     let days = p.days.unwrap_or(30).min(36_500);
     let b = base.clone();
     let key = format!("report {by:?} {days} {b}");
-    match read(&app, move |app, s| {
+    match read(&app, &who.user, move |app, s| {
         app.page(key, || data::report(s, &by, &app.groups, days, &b))
     })
     .await
@@ -616,14 +672,18 @@ async fn metrics(state: St, req: Request) -> Response {
     let peer = req.extensions().get::<Peer>().copied();
     let scraper =
         matches!(peer, Some(Peer::Tcp(ip)) if app.scrapers.iter().any(|n| n.contains(ip)));
-    if !scraper {
+    // The scraper's reads are counted apart from any user's (no user name
+    // holds a NUL).
+    let asker = if scraper {
+        String::from("\0metrics")
+    } else {
         match who(&app, &req) {
-            Ok(w) if w.admin => {}
+            Ok(w) if w.admin => w.user,
             Ok(_) => return miss(Miss::NotFound, false),
             Err(r) => return *r,
         }
-    }
-    let made = read(&app, |app, s| {
+    };
+    let made = read(&app, &asker, |app, s| {
         let sig = signature(&app.db);
         let mut m = lock(&app.metrics);
         if let Some((at, s0, text)) = &*m {
@@ -741,4 +801,68 @@ pub fn main_with(args: Args) -> Result<()> {
     // history): they are not waited for (dropping the runtime would).
     rt.shutdown_timeout(Duration::from_millis(100));
     served
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An app over an empty history in `dir`.
+    fn app(dir: &Path) -> Arc<App> {
+        let db = dir.join("h.db");
+        Store::open(&db).unwrap();
+        let args = Args::from_args(&["hpc-web"], &["--db", db.to_str().unwrap()]).unwrap();
+        Arc::new(App::new(&args).unwrap())
+    }
+
+    /// One user's reads hold at most half the readers: another user's
+    /// read runs while the first's pile up. (Sixty requests for one user's
+    /// largest job page held all eight, and another's page waited 15 s for
+    /// a 503.)
+    #[test]
+    fn one_users_reads_leave_readers_for_the_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = app(dir.path());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(16)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            let wait = Arc::new(Mutex::new(wait));
+            let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let mut ann = Vec::new();
+            for _ in 0..READERS {
+                let (app, wait, started) = (app.clone(), wait.clone(), started.clone());
+                ann.push(tokio::spawn(async move {
+                    read(&app, "ann", move |_, _| {
+                        started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let _ = lock(&wait).recv();
+                        Ok(())
+                    })
+                    .await
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let bob = tokio::time::timeout(
+                Duration::from_secs(5),
+                read(&app, "bob", |_, _| Ok("bob's page")),
+            )
+            .await;
+            assert_eq!(bob.ok().and_then(|r| r.ok()), Some("bob's page"));
+            assert_eq!(
+                started.load(std::sync::atomic::Ordering::SeqCst),
+                READERS_PER_USER,
+                "ann's reads at once"
+            );
+            for _ in 0..READERS {
+                go.send(()).unwrap();
+            }
+            for a in ann {
+                assert!(a.await.unwrap().is_ok());
+            }
+        });
+    }
 }

@@ -728,3 +728,41 @@ fn admins_by_unix_group_and_the_report_by_mapped_group() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A query that cannot be read is a 400 in the asker's format once the
+/// asker is known, and a 401 before (it was a plain-text 400 to anyone,
+/// /api/ too); a user name in UTF-8 signs in (zoë got a 401).
+#[test]
+fn a_bad_query_is_answered_after_the_user_and_in_their_format() {
+    let s = Server::start(&[]);
+    let (code, _) = s.get("/api/jobs?page=abc", None);
+    assert_eq!(code, 401);
+    let (code, body) = s.get("/api/jobs?page=abc", Some("ann"));
+    assert_eq!(code, 400, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("page"), "{body}");
+    let (code, body) = s.get("/tools?days=x", Some("ann"));
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("<h1>400</h1>"), "{body}");
+    let (code, body) = s.get("/api/jobs", Some("zoë"));
+    assert_eq!(code, 200, "{body}");
+}
+
+/// A misspelled --admin-group made nobody an admin in silence.
+#[test]
+fn an_admin_group_that_does_not_exist_is_said() {
+    let mut s = Server::start_bare(&["--admin-group", "no-such-group-hpc"]);
+    assert_eq!(s.get("/report", Some("ann")).0, 404);
+    s.child.kill().unwrap();
+    let mut err = String::new();
+    s.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(
+        err.contains("--admin-group no-such-group-hpc: no such group now"),
+        "{err}"
+    );
+}
