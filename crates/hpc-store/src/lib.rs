@@ -210,6 +210,41 @@ fn job_id_of(line: &str) -> Option<String> {
     }
 }
 
+/// A top-level key given twice in a record, if any. The guard and the
+/// store read the last (serde), SQLite's json_extract the first: a record
+/// checked as the user's own job could show another's id to a reader of
+/// the stored text.
+fn twice_given_key(line: &str) -> Option<String> {
+    struct Keys(Option<String>);
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> std::result::Result<Keys, A::Error> {
+                    let mut seen = std::collections::HashSet::new();
+                    let mut twice = None;
+                    while let Some(k) = map.next_key::<String>()? {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                        if !seen.insert(k.clone()) && twice.is_none() {
+                            twice = Some(k);
+                        }
+                    }
+                    Ok(Keys(twice))
+                }
+            }
+            d.deserialize_map(Visit)
+        }
+    }
+    serde_json::from_str::<Keys>(line).ok()?.0
+}
+
 impl Guard {
     fn check(
         &self,
@@ -217,6 +252,11 @@ impl Guard {
         kind: &str,
         line: &str,
     ) -> std::result::Result<Verdict, PutError> {
+        if let Some(k) = twice_given_key(line) {
+            return Err(PutError::Bad(format!(
+                "the key {k} is given twice: readers of the stored record would differ on which one counts"
+            )));
+        }
         let Some(id) = job_id_of(line) else {
             return Err(PutError::Bad(format!(
                 "a record without a job id: from {}'s spool only records of {}'s own jobs are taken",

@@ -868,6 +868,9 @@ fn root_takes_from_a_spool_only_its_owners_own_jobs() {
         r#"{"kind":"flag","job_id":"777","flag":"mem_overrequest","category":"waste","value":1,"threshold":2,"reason":"forged"}"#.to_string() + "\n",
         r#"{"kind":"summary","job_id":"500","peak_rss_mb":950}"#.to_string() + "\n",
         sacct("500", alice.1, 5.0),
+        // Checked as her own job (the last key), stored as text whose first
+        // key SQLite's json_extract reads: bob's.
+        r#"{"kind":"flag","job_id":"777","job_id":"500","flag":"idle_cpu","category":"misuse","value":1,"threshold":2,"reason":"twice"}"#.to_string() + "\n",
     ]
     .concat();
     let file = spool.join("500.ndjson");
@@ -911,6 +914,7 @@ fn root_takes_from_a_spool_only_its_owners_own_jobs() {
     );
     assert!(!summaries.contains(r#""job_id":"777""#), "{summaries}");
     assert!(dump("flag").is_empty(), "no forged flag");
+    assert!(err.contains("the key job_id is given twice"), "{err}");
     assert!(spool.join("rejected/500.ndjson").exists(), "{err}");
     assert!(early.exists(), "left for the next harvest: {err}");
 }
