@@ -768,7 +768,17 @@ fn open_subdir(sub: &Path) -> Result<fs::File> {
         .read(true)
         .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW).bits())
         .open(sub)
-        .ctx(|| format!("cannot open {} as a folder (not a link)", shown(sub)))
+        .map_err(|e| {
+            let what = match fs::symlink_metadata(sub) {
+                Ok(m) if m.file_type().is_symlink() => "is a symbolic link, not a folder",
+                Ok(m) if !m.is_dir() => "is not a folder",
+                _ => "cannot be opened as a folder",
+            };
+            Error::Other(format!(
+                "{} {what} ({e}): the file loaded is left in place; remove or rename it",
+                shown(sub)
+            ))
+        })
 }
 
 /// While alive, a root loader's file-system identity (this thread's) is

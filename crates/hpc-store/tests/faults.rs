@@ -486,7 +486,11 @@ fn a_done_folder_that_is_a_link_is_refused() {
     let out = run(&db, &["put", "--spool", spool.to_str().unwrap()], b"");
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("as a folder (not a link)"), "{err}");
+    // Said as what it is (it was 'Not a directory', which hid the link).
+    assert!(
+        err.contains("done is a symbolic link, not a folder") && err.contains("left in place"),
+        "{err}"
+    );
     assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 0, "{err}");
     assert!(spool.join("42.ndjson").exists(), "left in place: {err}");
     let after = fs::metadata(&elsewhere).unwrap();
