@@ -112,14 +112,29 @@ impl Columns {
     }
 
     /// True when a line looks like a header: one field is literally `JobID`
-    /// (with known columns, only the JobID column is looked at).
+    /// (with known columns, only the JobID column is looked at), and, with
+    /// none known yet, every field is a name (a letter first: a job id, a
+    /// time or an empty value is data; `--parsable`'s trailing delimiter
+    /// aside). A headerless first line of a job named `jobid` was taken for
+    /// a header, and its job lost without a word.
     pub fn is_header(cols: Option<&Columns>, fields: &[&str]) -> bool {
         let is_jobid = |f: &&str| f.trim_ascii().eq_ignore_ascii_case("jobid");
+        let named = |f: &&str| {
+            f.trim_ascii()
+                .starts_with(|c: char| c.is_ascii_alphabetic())
+        };
         match cols {
             Some(c) if fields.len() == c.count => c.pos[Col::JobId as usize]
                 .and_then(|i| fields.get(i))
                 .is_some_and(is_jobid),
-            _ => fields.iter().any(is_jobid),
+            Some(_) => fields.iter().any(is_jobid),
+            None => {
+                let names = match fields.split_last() {
+                    Some((&"", rest)) if !rest.is_empty() => rest,
+                    _ => fields,
+                };
+                names.iter().any(is_jobid) && names.iter().all(named)
+            }
         }
     }
 

@@ -893,3 +893,20 @@ fn a_running_jobs_usage_is_unknown_not_zero() {
         assert!(job.get(k).is_none(), "{k}: {job}");
     }
 }
+
+#[test]
+fn a_headerless_first_job_named_jobid_is_a_job() {
+    // Without a header the first line was taken for one when any field read
+    // `jobid` (here the job name): the job was lost without a word.
+    let text = "c1|1100|1100|bob|grp|acct|part|jobid|COMPLETED|0:0|2026-11-21T10:00:00|2026-11-21T10:00:00|2026-11-21T11:00:00|01:00:00|3600|02:00:00|4|billing=4,cpu=4,mem=8G,node=1|1||n01|8G||03:00:00||\n\
+                c1|1100.batch|1100.batch||||||COMPLETED|0:0|2026-11-21T10:00:00|2026-11-21T10:00:00|2026-11-21T11:00:00|01:00:00|3600||4|cpu=4,mem=8G,node=1|1|1|n01||4G|03:00:00||\n";
+    let out = ingest(&["--ndjson"], text.as_bytes());
+    let jobs = jobs_of(&out);
+    assert_eq!(jobs["1100"]["job_name"], "jobid", "{}", stderr(&out));
+    close(
+        num(&jobs["1100"], "max_rss_mb"),
+        4096.0,
+        1e-9,
+        "1100 max_rss_mb",
+    );
+}
