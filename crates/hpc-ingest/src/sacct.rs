@@ -191,11 +191,18 @@ pub struct GpuUse {
     /// `gres/gpuutil` of TRESUsageInAve times the line's tasks: the
     /// utilisation summed over the GPUs, percent.
     util_sum: Option<f64>,
+    /// The same times the line's elapsed seconds, summed over the lines:
+    /// percent-seconds of GPU use.
+    util_s: Option<f64>,
 }
 
 impl GpuUse {
     /// Reads a line's TRES usage columns; an error names the column.
-    fn parse(fs: &Fields<'_, '_>, ntasks: Option<u32>) -> Result<GpuUse, String> {
+    fn parse(
+        fs: &Fields<'_, '_>,
+        ntasks: Option<u32>,
+        elapsed_s: Option<f64>,
+    ) -> Result<GpuUse, String> {
         let get = |c: Col, name: &str, key: &str| match fs.get(c) {
             None => Ok(None),
             Some(s) => tres_usage(s, key).map_err(|e| bad(name, e)),
@@ -225,24 +232,39 @@ impl GpuUse {
         Ok(GpuUse {
             mem_max_mb,
             util_sum,
+            util_s: util_sum.zip(elapsed_s).map(|(u, e)| u * e),
         })
     }
 
-    fn max(self, o: GpuUse) -> GpuUse {
+    /// The largest peak and utilisation of two lines, their GPU use summed
+    /// (steps).
+    fn and(self, o: GpuUse) -> GpuUse {
+        let sum = match (self.util_s, o.util_s) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         GpuUse {
             mem_max_mb: max_opt(self.mem_max_mb, o.mem_max_mb),
             util_sum: max_opt(self.util_sum, o.util_sum),
+            util_s: sum,
         }
     }
 
-    /// Puts `gpu_mem_max_mb` and `gpu_util` (per allocated GPU, at most
-    /// 100) on the job.
+    /// Puts `gpu_mem_max_mb` and `gpu_util` on the job: the steps' GPU use
+    /// over the allocated GPUs' time (a 10-hour batch step at 0 % and a
+    /// one-minute step at 100 % are 0.17 %, not 100 %), else, without the
+    /// elapsed times, the largest line's utilisation per allocated GPU; at
+    /// most 100.
     fn put(self, job: &mut Job) {
         job.gpu_mem_max_mb = self.mem_max_mb.map(|m| round(m, 4));
-        job.gpu_util = self
-            .util_sum
-            .zip(job.alloc_gpus.filter(|g| *g > 0))
-            .map(|(u, g)| round((u / f64::from(g)).min(100.0), 4));
+        let gpus = job.alloc_gpus.filter(|g| *g > 0).map(f64::from);
+        let by_time = self
+            .util_s
+            .zip(job.elapsed_s.filter(|e| *e > 0.0))
+            .zip(gpus)
+            .map(|((s, e), g)| s / (g * e));
+        let largest = self.util_sum.zip(gpus).map(|(u, g)| u / g);
+        job.gpu_util = by_time.or(largest).map(|u| round(u.min(100.0), 4));
     }
 }
 
@@ -379,7 +401,13 @@ pub fn parse_line<'a>(
             .map(|m| m.mb),
     };
     let cpu_s = duration(&fs, Col::TotalCpu, "TotalCPU")?;
-    let gpu = GpuUse::parse(&fs, ntasks)?;
+    let elapsed_s = match fs.get(Col::ElapsedRaw).map(str::trim) {
+        Some(s) if !s.is_empty() => slurm::parse_count(s)
+            .map_err(|e| bad("ElapsedRaw", e))?
+            .map(|v| v as f64),
+        _ => duration(&fs, Col::Elapsed, "Elapsed")?,
+    };
+    let gpu = GpuUse::parse(&fs, ntasks, elapsed_s)?;
     if id.step.is_some() {
         return Ok(Parsed::Step(
             id.job,
@@ -409,12 +437,6 @@ pub fn parse_line<'a>(
     let tres_u32 = |v: Option<u64>| v.and_then(|x| u32::try_from(x).ok());
     let alloc_cpus = alloc_cpus_col.or_else(|| tres_u32(tres.as_ref().and_then(|t| t.cpu)));
     let nnodes = nnodes_col.or_else(|| tres_u32(tres.as_ref().and_then(|t| t.node)));
-    let elapsed_s = match fs.get(Col::ElapsedRaw).map(str::trim) {
-        Some(s) if !s.is_empty() => slurm::parse_count(s)
-            .map_err(|e| bad("ElapsedRaw", e))?
-            .map(|v| v as f64),
-        _ => duration(&fs, Col::Elapsed, "Elapsed")?,
-    };
     let timelimit_s = match fs.get(Col::Timelimit) {
         None => None,
         Some(s) => match slurm::parse_limit(s).map_err(|e| bad("Timelimit", e))? {
@@ -493,7 +515,7 @@ impl Pending {
         if let Some(c) = s.cpu_s {
             a.step_cpu_s = Some(a.step_cpu_s.unwrap_or(0.0) + c);
         }
-        a.gpu = a.gpu.max(s.gpu);
+        a.gpu = a.gpu.and(s.gpu);
         if let Some(n) = s.ntasks {
             a.max_ntasks = Some(a.max_ntasks.map_or(n, |m| m.max(n)));
         }
@@ -510,7 +532,14 @@ impl Pending {
             acc,
             ..
         } = self;
-        job_gpu.max(acc.gpu).put(&mut job);
+        // The job line's own usage (where SLURM gives one) is the steps'
+        // again: only the steps' GPU use is summed.
+        GpuUse {
+            util_s: None,
+            ..job_gpu
+        }
+        .and(acc.gpu)
+        .put(&mut job);
         let nodes = job.nnodes.unwrap_or(1);
         let cpus = job.alloc_cpus.unwrap_or(1);
         job.req_mem_mb = req_mem

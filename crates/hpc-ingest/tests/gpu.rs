@@ -34,8 +34,26 @@ fn gpu_tres_usage_becomes_gpu_memory_and_utilisation() {
     assert_eq!(j.len(), 1);
     assert_eq!(j[0]["alloc_gpus"], 2);
     assert_eq!(j[0]["gpu_mem_max_mb"], 3000.0);
-    // 85 % x 2 tasks over 2 GPUs.
-    assert_eq!(j[0]["gpu_util"], 85.0);
+    // The steps' GPU use over the GPUs' time: the batch step 3 % x 1 task
+    // for 3600 s, step 0 85 % x 2 tasks for 3500 s, over 2 GPUs x 3600 s.
+    let want = (3.0 * 3600.0 + 85.0 * 2.0 * 3500.0) / (2.0 * 3600.0);
+    assert_eq!(j[0]["gpu_util"], (want * 1e4_f64).round() / 1e4);
+}
+
+#[test]
+fn an_idle_allocation_with_one_busy_minute_is_idle() {
+    // The largest step's utilisation (before) made 4 GPUs held for 10 hours
+    // and used for one minute 100 % busy; gpu_idle never saw it.
+    let input = format!(
+        "{HEADER}
+1200|1200|COMPLETED|36000|8|billing=8,cpu=8,gres/gpu=4,mem=64G,node=1|1||64G||80:00:00||
+1200.batch|1200.batch|COMPLETED|36000|8|cpu=8,gres/gpu=4,mem=64G,node=1|1|1||30G|79:59:00|gres/gpumem=100M,gres/gpuutil=0|gres/gpumem=100M,gres/gpuutil=0
+1200.0|1200.0|COMPLETED|60|8|cpu=8,gres/gpu=4,mem=64G,node=1|1|1||1G|00:01:00|gres/gpumem=70000M,gres/gpuutil=400|gres/gpumem=70000M,gres/gpuutil=400
+"
+    );
+    let j = jobs(&input);
+    assert_eq!(j[0]["gpu_util"], 0.1667, "{}", j[0]);
+    assert_eq!(j[0]["gpu_mem_max_mb"], 70000.0);
 }
 
 #[test]
