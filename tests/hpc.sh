@@ -422,6 +422,42 @@ printf '#!/bin/sh\n#SBATCH -J myjob --mem=64G\necho hi\n' >"$work/myjob.sbatch"
 check "recommend sizes a script of no known tool from its job name's 30 jobs" \
     sh -c "! grep -qi 'no history\|no earlier' '$work/myjob.out' && grep -q '30' '$work/myjob.out'"
 
+# A script of a known tool is sized from its job name's jobs too: the
+# history was narrowed to --tool, which holds only the jobs an analysis
+# record ties to the tool, and 10 jobs named align2 at 98G (from sacct
+# alone) were advised 45G from the tool's other jobs at 30G.
+python3 - >"$work/align2.ndjson" <<'PYEOF2'
+import json
+for i in range(10):
+    j = 9100 + i
+    print(json.dumps({"kind": "job", "cluster": "c", "job_id": str(j), "job_id_raw": str(j),
+                      "user": "tester", "job_name": "align2", "state": "COMPLETED", "is_final": True,
+                      "submit": "2026-01-02T00:00:00Z", "start": "2026-01-02T00:00:00Z",
+                      "end": "2026-01-02T01:00:00Z", "elapsed_s": 3600.0, "alloc_cpus": 8,
+                      "req_mem_mb": 131072.0, "max_rss_mb": 100000.0 + i, "time_limit_s": 7200.0}))
+for i in range(30):
+    j = 9200 + i
+    print(json.dumps({"kind": "job", "cluster": "c", "job_id": str(j), "job_id_raw": str(j),
+                      "user": "tester", "job_name": "other", "state": "COMPLETED", "is_final": True,
+                      "submit": "2026-01-01T00:00:00Z", "start": "2026-01-01T00:00:00Z",
+                      "end": "2026-01-01T01:00:00Z", "elapsed_s": 3600.0, "alloc_cpus": 8,
+                      "req_mem_mb": 65536.0, "max_rss_mb": 30000.0 + i, "time_limit_s": 7200.0}))
+    print(json.dumps({"kind": "analysis", "job_id": str(j), "user": "tester", "tool": "star",
+                      "script": "other.sbatch"}))
+PYEOF2
+hpc-store put "$work/align2.ndjson" 2>/dev/null
+printf '#!/bin/sh\n#SBATCH -J align2 --mem=64G\nSTAR --runThreadN 8 --genomeDir g\n' >"$work/align2.sbatch"
+"$hpc" recommend --format ndjson "$work/align2.sbatch" >"$work/align2.out" 2>&1
+check "recommend of a known tool's script counts its job name's jobs at 98G" python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{") and json.loads(l).get("kind") == "rec":
+        m = json.loads(l)["mem_mb"]
+        assert m >= 100009, m
+        sys.exit(0)
+sys.exit(1)
+' "$work/align2.out"
+
 # ---------------------------------------------------------------- doctor's sources
 mkdir -p "$work/root/proc/fs/lustre" "$work/root/sys/class/infiniband/mlx5_0" "$work/root/dev" \
     "$work/root/sys/class/powercap/intel-rapl:0" "$work/root/sys/devices/system/node/node0" \

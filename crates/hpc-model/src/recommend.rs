@@ -680,18 +680,22 @@ pub fn text_lines(rec: &Rec) -> Vec<String> {
 
 /// The analysis of the script argument: an `analysis` record (stdin for
 /// `-`, or a file that holds one), else the batch script analyzed, as the
-/// caller's (its user is the caller: a history that holds other users'
-/// jobs, an admin's dump, is not pooled as theirs).
+/// caller's unless the record names its user (a history that holds other
+/// users' jobs, an admin's dump, is not pooled as theirs: `hpc-model
+/// analyze S | hpc-model recommend -` counted another user's jobs as
+/// "of yours").
 fn analysis_of(script: &str, table: &ToolTable) -> Result<Analysis> {
-    if script == "-" {
-        return read_analysis(Input::named(STDIN)?);
-    }
-    // Read once: the script may be a pipe (`/dev/stdin`, `<(...)`).
-    let bytes = crate::analyze::read_capped(Path::new(script), false)?;
-    if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
-        return read_analysis(Input::new(script, &bytes[..]));
-    }
-    let mut a = crate::analyze::analyze_bytes(Path::new(script), bytes, table)?;
+    let mut a = if script == "-" {
+        read_analysis(Input::named(STDIN)?)?
+    } else {
+        // Read once: the script may be a pipe (`/dev/stdin`, `<(...)`).
+        let bytes = crate::analyze::read_capped(Path::new(script), false)?;
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+            read_analysis(Input::new(script, &bytes[..]))?
+        } else {
+            crate::analyze::analyze_bytes(Path::new(script), bytes, table)?
+        }
+    };
     a.user.get_or_insert_with(hpc_core::paths::user_name);
     Ok(a)
 }

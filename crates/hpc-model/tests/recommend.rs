@@ -670,3 +670,27 @@ fn a_script_is_sized_from_its_callers_jobs_only() {
     let ana = run("ana");
     assert!(ana.contains("10 earlier star jobs of yours"), "{ana}");
 }
+
+#[test]
+fn an_analysis_record_without_a_user_is_the_callers() {
+    // `hpc-model analyze S | hpc-model recommend - --history H`: the record
+    // names no user, and every user's jobs of the tool were counted as "of
+    // yours" (bob's at 200G beside ana's at 14G).
+    let dir = tempfile::tempdir().unwrap();
+    let bobs = history(20, 200_000.0)
+        .replace(r#""user":"ana""#, r#""user":"bob""#)
+        .replace(r#""job_id":""#, r#""job_id":"b"#)
+        .replace(r#""job_id_raw":""#, r#""job_id_raw":"b"#);
+    let h = write(dir.path(), "h.ndjson", &(history(20, 14000.0) + &bobs));
+    let a = analysis(100.0).replace(r#""user":"ana","#, "");
+    let out = hpc_testkit::feed(
+        TOOL.command(&["recommend", "-", "--history", &h, "--format", "ndjson"])
+            .env("USER", "ana")
+            .env("HPC_SIZER_DB", "/nonexistent/hpc-sizer.db"),
+        a.as_bytes(),
+    );
+    assert!(out.status.success(), "{}", hpc_testkit::text(&out.stderr));
+    let rec = rec_of(&hpc_testkit::text(&out.stdout));
+    let mem = rec.mem_mb.unwrap();
+    assert!(mem < 50_000.0, "sized from ana's 20 jobs at 14G: {mem}");
+}
