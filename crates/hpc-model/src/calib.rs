@@ -1111,6 +1111,17 @@ impl Calibrated {
                         None => cands[0],
                     };
                     let (v, level) = self.bound(group, &pred, l);
+                    // Below 1 / (n + 1), no n exchangeable values bound the
+                    // next one but their largest: a level that low is never
+                    // sized under it. Not for the input model, whose job may
+                    // be far smaller than the group's largest.
+                    let v = if pred.predictor != Predictor::Model
+                        && level < 1.0 / (pred.n as f64 + 1.0)
+                    {
+                        v.max(pred.max_seen)
+                    } else {
+                        v
+                    };
                     Sized {
                         value: self.rounding.apply(v).min(cap),
                         pred,

@@ -694,3 +694,48 @@ fn an_analysis_record_without_a_user_is_the_callers() {
     let mem = rec.mem_mb.unwrap();
     assert!(mem < 50_000.0, "sized from ana's 20 jobs at 14G: {mem}");
 }
+
+#[test]
+fn a_lower_risk_is_never_given_less() {
+    // 30 jobs near 2G and one at 5000M: 1 % was advised 4176M, below the
+    // one job (3 % of them) it claimed to cover, and below 20 %'s 5168M.
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = history(30, 2000.0);
+    h.push_str(&job(
+        30,
+        "COMPLETED",
+        5000.0,
+        65536.0,
+        1000.0,
+        16000.0,
+        100.0,
+    ));
+    h.push_str(&history(30, 2000.0).replace(r#""job_id":""#, r#""job_id":"x"#));
+    let h = write(dir.path(), "h.ndjson", &h);
+    let mem_at = |risk: &str| {
+        let (code, out, err) = cli(
+            &[
+                "recommend",
+                "-",
+                "--history",
+                &h,
+                "--risk",
+                risk,
+                "--format",
+                "ndjson",
+            ],
+            &analysis(100.0),
+        );
+        assert_eq!(code, 0, "{err}");
+        rec_of(&out).mem_mb.unwrap()
+    };
+    let mems: Vec<f64> = ["0.5", "1", "2", "5", "10", "20"]
+        .iter()
+        .map(|r| mem_at(r))
+        .collect();
+    assert!(mems.windows(2).all(|w| w[0] >= w[1]), "{mems:?}");
+    assert!(
+        mems[1] >= 5000.0,
+        "1 % under the largest of 61 jobs: {mems:?}"
+    );
+}
