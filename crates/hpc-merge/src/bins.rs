@@ -473,11 +473,15 @@ impl Walk {
             let lc = self.last_cum[k];
             self.out[k] = if x.is_nan() {
                 f64::NAN
-            } else if lc.is_nan() || x < lc {
-                // First value, or a counter reset: count from zero.
+            } else if lc.is_nan() || x < 0.5 * lc {
+                // First value, or a counter reset (it started again near
+                // zero): count from zero.
                 x
             } else {
-                x - lc
+                // A small dip is no reset (a process left the summed set:
+                // what it used was counted): nothing new. Counted as a
+                // reset, 104 then 103.5 added the whole 103.5 again.
+                (x - lc).max(0.0)
             };
             if !x.is_nan() {
                 self.last_cum[k] = x;

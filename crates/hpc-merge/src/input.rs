@@ -220,6 +220,26 @@ impl<'a> Stream<'a> {
         let Some(t) = t else {
             return rejects.reject(self.source, number, "sample without t");
         };
+        // Every combined field is a size, a rate or a count: a negative one,
+        // or one no meter gives, is no reading (rss_mb 1e308 was merged, and
+        // two of them summed to null).
+        if let Some((k, v)) = values
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !v.is_nan() && !(0.0..=MAX_READING).contains(*v))
+        {
+            let name = crate::fields::FIELDS[k].name;
+            let v = if v.abs() < MAX_READING {
+                v.to_string()
+            } else {
+                format!("{v:e}")
+            };
+            return rejects.reject(
+                self.source,
+                number,
+                &format!("sample: {name} {v} is not a reading from 0 to 1e15"),
+            );
+        }
         let (nodes, last) = (&mut self.nodes, &mut self.last);
         let i = match host {
             Some(h) if *last < nodes.len() && nodes[*last].host.as_bytes() == h => *last,
@@ -274,6 +294,9 @@ impl<'a> Stream<'a> {
         })
     }
 }
+
+/// The largest reading a sample's field may hold, as hpc-plot reads them.
+const MAX_READING: f64 = 1e15;
 
 /// Reads one NDJSON input, the `index`th. Its name is used in messages
 /// and, without a meta or `host`, as the node name; with `want_job`

@@ -692,3 +692,64 @@ fn a_node_with_sparse_rates_has_its_busy_cores_from_its_cpu_times() {
     let cores = num(&node, "mean_cpu_cores");
     assert!((cores - 2.0).abs() < 0.05, "{node}");
 }
+
+#[test]
+fn readings_no_meter_gives_are_rejected_with_their_line() {
+    // rss_mb -5 and 1e308 were merged: the peak was 1e308, and two nodes'
+    // summed to null with exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = node_lines("n1", 0.0, 10, 1.0, 1.0, 10.0);
+    lines.insert(
+        3,
+        format!(
+            r#"{{"kind":"sample","t":{},"host":"n1","rss_mb":-5}}"#,
+            T0 + 2.5
+        ),
+    );
+    lines.insert(
+        5,
+        format!(
+            r#"{{"kind":"sample","t":{},"host":"n1","rss_mb":1e308}}"#,
+            T0 + 3.5
+        ),
+    );
+    let p = write(dir.path(), "n1.ndjson", &(lines.join("\n") + "\n"));
+    let (code, out, err) = TOOL.cli(&[&p], "");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("line 4: sample: rss_mb -5 is not a reading"),
+        "{err}"
+    );
+    assert!(
+        err.contains("line 6: sample: rss_mb 1e308 is not a reading"),
+        "{err}"
+    );
+    let peak = num(&job_summary(&out), "peak_rss_mb");
+    assert!(peak < 100.0, "{peak}");
+}
+
+#[test]
+fn a_counter_that_dips_is_not_counted_twice() {
+    // read_mb 0, 101, 102, 103, 104, 103.5, 106 ... 110: a dip (a process
+    // left the summed set) was a reset, and the total 214.
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![format!(
+        r#"{{"kind":"meta","job_id":"42","host":"n1","start":{T0},"interval_s":1,"probe_version":"test"}}"#
+    )];
+    let reads = [
+        0.0, 101.0, 102.0, 103.0, 104.0, 103.5, 106.0, 107.0, 108.0, 109.0, 110.0,
+    ];
+    for (i, r) in reads.iter().enumerate() {
+        lines.push(format!(
+            r#"{{"kind":"sample","t":{},"host":"n1","job_id":"42","read_mb":{r}}}"#,
+            T0 + i as f64
+        ));
+    }
+    let p = write(dir.path(), "n1.ndjson", &(lines.join("\n") + "\n"));
+    let (code, out, err) = TOOL.cli(&[&p], "");
+    assert_eq!(code, 0, "{err}");
+    // 104, then from the dip's 103.5 on to 110: 110.5 (what left at the dip
+    // was counted before it).
+    let read = num(&job_summary(&out), "read_mb");
+    assert!((read - 110.5).abs() < 1e-6, "{read}");
+}
