@@ -61,6 +61,9 @@ check "history without --tool exits 2" status 2 "$hpc" history
 check "scheduler bogus exits 2" status 2 "$hpc" scheduler bogus
 check "scheduler start --every 'now;rm' exits 2" status 2 "$hpc" scheduler start --every 'now;rm'
 check "submit of a missing script exits 1" status 1 "$hpc" submit --no-recommend "$work/none.sbatch"
+for r in 0 100 100.5; do
+    check "recommend --risk $r is a usage error (exit 2)" status 2 "$hpc" recommend --risk "$r" "$work/none.sbatch"
+done
 check "plot of a job without a series exits 1 and says why" status 1 "$hpc" plot 77
 check "... (the message)" grep -q 'no series of job 77' "$work/err"
 mkdir -p "$work/nomodel"

@@ -556,15 +556,23 @@ fn time(i: &RecommendInputs) -> Option<(f64, Basis)> {
         why.quantile = Some(hpc_core::num::round6(1.0 - at));
         return Some((value, why));
     }
-    let table = i.table.tool(&i.analysis.tool).and_then(|t| t.time_s);
-    let v = i.analysis.request.time_s.or(table)?;
+    // The request, else the tool table's usual time: said as what it is
+    // ("as requested" was said of a script that asked for no limit).
+    let (v, method, then) = match i.analysis.request.time_s {
+        Some(t) => (t, "request", "as requested"),
+        None => (
+            i.table.tool(&i.analysis.tool).and_then(|t| t.time_s)?,
+            "tool table",
+            "the tool's usual time (the script asks for none)",
+        ),
+    };
     Some((
         v,
         basis(
             Tier::Heuristic,
-            "request",
+            method,
             None,
-            "no earlier jobs: as requested".into(),
+            format!("no earlier jobs: {then}"),
         ),
     ))
 }

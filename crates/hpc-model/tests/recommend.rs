@@ -739,3 +739,18 @@ fn a_lower_risk_is_never_given_less() {
         "1 % under the largest of 61 jobs: {mems:?}"
     );
 }
+
+#[test]
+fn a_cold_start_time_from_the_tool_table_is_not_called_requested() {
+    // A script that asks for no time limit was told "--time (none) ->
+    // 02:00:00: no earlier jobs: as requested".
+    let a = analysis(100.0).replace(r#","time_s":7200"#, "");
+    let (code, out, err) = cli(&["recommend", "-"], &a);
+    assert_eq!(code, 0, "{err}");
+    let time = out.lines().find(|l| l.starts_with("--time")).unwrap_or("");
+    assert!(!time.contains("as requested"), "{out}");
+    assert!(
+        time.contains("the tool's usual time (the script asks for none)"),
+        "{out}"
+    );
+}
