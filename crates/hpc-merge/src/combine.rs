@@ -137,6 +137,9 @@ fn num(v: f64) -> Value {
 struct Acc {
     sum: [f64; NF],
     n: [u64; NF],
+    /// Each field's first value (NaN: none): for a cumulative counter, what
+    /// it held when the node's first sample was taken.
+    first: [f64; NF],
 }
 
 impl Acc {
@@ -144,6 +147,7 @@ impl Acc {
         Acc {
             sum: [0.0; NF],
             n: [0; NF],
+            first: [f64::NAN; NF],
         }
     }
     fn mean(&self, k: usize) -> Option<f64> {
@@ -693,10 +697,17 @@ pub(crate) fn fold_node(
     let b = &n.bins;
     // Busy cores on average: with cumulative CPU times, their increase over
     // the sampled span (a probe that reads the processes' CPU only on some
-    // samples gives few rates); else the mean of the rates.
+    // samples gives few rates); else the mean of the rates. The increase
+    // leaves out what the counters held at the first sample: a probe
+    // attached to a process that had run an hour gave 361 cores on 4 CPUs.
     let span = b.t_max - b.t_min;
+    let before: f64 = [CPU_USER, CPU_SYS]
+        .iter()
+        .map(|&k| acc.first[k])
+        .filter(|x| !x.is_nan())
+        .sum();
     let mean_cores = match (cpu_s, cpu_cumulative) {
-        (Some(c), true) if span > 0.0 && acc.n[CORES] > 0 => Some(c / span),
+        (Some(c), true) if span > 0.0 && acc.n[CORES] > 0 => Some((c - before).max(0.0) / span),
         _ => acc.mean(CORES),
     };
     let mut extra = Map::new();
@@ -840,6 +851,9 @@ fn add_held(agg: &mut Aggregate, n: &NodeData, place: &Placement) -> Result<Acc>
             let have = !x.is_nan();
             acc.sum[k] = if have { acc.sum[k] + x } else { acc.sum[k] };
             acc.n[k] += u64::from(have);
+            if have && acc.first[k].is_nan() {
+                acc.first[k] = *x;
+            }
         }
     });
     Ok(acc)

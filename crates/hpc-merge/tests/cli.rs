@@ -753,3 +753,34 @@ fn a_counter_that_dips_is_not_counted_twice() {
     let read = num(&job_summary(&out), "read_mb");
     assert!((read - 110.5).abs() < 1e-6, "{read}");
 }
+
+#[test]
+fn a_nodes_mean_cores_leave_out_what_its_counters_held_at_the_start() {
+    // A probe attached to a process that had run an hour (cpu_user_s from
+    // 3600 on, one core busy): the node's mean_cpu_cores was 361 on 4 CPUs.
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![format!(
+        r#"{{"kind":"meta","job_id":"42","host":"n1","start":{T0},"interval_s":1,"req_cpus":4,"probe_version":"test"}}"#
+    )];
+    for i in 0..=10 {
+        let cores = if i == 0 {
+            String::new()
+        } else {
+            ",\"cpu_cores\":1".into()
+        };
+        lines.push(format!(
+            r#"{{"kind":"sample","t":{},"host":"n1","job_id":"42","cpu_user_s":{}{cores}}}"#,
+            T0 + i as f64,
+            3600 + i
+        ));
+    }
+    let p = write(dir.path(), "n1.ndjson", &(lines.join("\n") + "\n"));
+    let (code, out, err) = TOOL.cli(&[&p], "");
+    assert_eq!(code, 0, "{err}");
+    let node = records(&out)
+        .into_iter()
+        .find(|v| v["kind"] == "summary" && v["host"] == "n1")
+        .expect("the node's summary");
+    let mean = num(&node, "mean_cpu_cores");
+    assert!((mean - 1.0).abs() < 1e-6, "{mean}");
+}
