@@ -106,6 +106,14 @@ pub const RULES: &[Rule] = &[
         test: oom_killed,
     },
     Rule {
+        flag: "timed_out",
+        category: Category::Misuse,
+        inputs: &[&["job.state"]],
+        params: &[],
+        doc: "the job was killed at its time limit",
+        test: timed_out,
+    },
+    Rule {
         flag: "mem_overrequest",
         category: Category::Misuse,
         inputs: &[
@@ -291,6 +299,18 @@ fn oom_killed(f: &Facts, _: &Thresholds) -> Option<Verdict> {
         value: None,
         threshold: None,
         reason,
+    })
+}
+
+/// A job killed at its time limit lost the hours it ran (nothing it had
+/// not saved is kept), as one killed for memory does.
+fn timed_out(f: &Facts, _: &Thresholds) -> Option<Verdict> {
+    let state = f.job.state.as_deref()?;
+    Some(Verdict {
+        raised: state.starts_with("TIMEOUT"),
+        value: None,
+        threshold: None,
+        reason: "the job was killed at its time limit (state TIMEOUT): what it had not saved is lost; ask for more time (hpc recommend) or checkpoint".into(),
     })
 }
 

@@ -173,6 +173,7 @@ fn case(flag: &str) -> Option<(String, String)> {
     };
     Some(match flag {
         "oom_killed" => (state("OUT_OF_MEMORY"), state("FAILED")),
+        "timed_out" => (state("TIMEOUT"), state("COMPLETED")),
         "mem_overrequest" => (mem(240), mem(260)),
         "idle_cpu" => (idle_share(51), idle_share(49)),
         "single_threaded" => (single(4, 1450.0), single(4, 1550.0)),
@@ -1048,4 +1049,16 @@ fn what_a_job_record_cannot_tell_is_not_judged() {
     assert!(!has(&flags_of(&short, &[]), "mem_overrequest"));
     let zero = over("").replace("\"max_rss_mb\":1900", "\"max_rss_mb\":0");
     assert!(!has(&flags_of(&zero, &[]), "mem_overrequest"));
+}
+
+/// A job killed at its time limit was flagged for nothing else (the
+/// real 22.05 job 18 got only mem_overrequest).
+#[test]
+fn a_job_killed_at_its_time_limit_is_flagged() {
+    let out = flags_of(&job("\"state\":\"TIMEOUT\",\"elapsed_s\":3600"), &[]);
+    assert!(has(&out, "timed_out"), "{out}");
+    assert!(!has(
+        &flags_of(&job("\"state\":\"COMPLETED\""), &[]),
+        "timed_out"
+    ));
 }

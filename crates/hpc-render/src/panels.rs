@@ -107,7 +107,7 @@ pub const PANELS: [PanelDef; 6] = [
 pub enum At {
     /// The whole run (a label on the panel).
     Run,
-    /// The last sample (the OOM kill).
+    /// The last sample (the OOM kill, the time limit).
     End,
     /// The panel's highest point (a spike).
     Peak,
@@ -119,6 +119,7 @@ pub enum At {
 /// marked on the CPU panel for the whole run.
 pub const MARKS: &[(&str, usize, At)] = &[
     ("oom_killed", 0, At::End),
+    ("timed_out", 1, At::End),
     ("mem_overrequest", 0, At::Run),
     ("mem_spike_plateau", 0, At::Peak),
     ("idle_cpu", 1, At::Run),
