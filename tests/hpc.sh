@@ -446,7 +446,7 @@ for i in range(30):
                       "end": "2026-01-01T01:00:00Z", "elapsed_s": 3600.0, "alloc_cpus": 8,
                       "req_mem_mb": 65536.0, "max_rss_mb": 30000.0 + i, "time_limit_s": 7200.0}))
     print(json.dumps({"kind": "analysis", "job_id": str(j), "user": "tester", "tool": "star",
-                      "script": "other.sbatch"}))
+                      "script": "other.sbatch", "script_sha256": "00", "request": {}}))
 PYEOF2
 hpc-store put "$work/align2.ndjson" 2>/dev/null
 printf '#!/bin/sh\n#SBATCH -J align2 --mem=64G\nSTAR --runThreadN 8 --genomeDir g\n' >"$work/align2.sbatch"
@@ -460,6 +460,20 @@ for l in open(sys.argv[1]):
         sys.exit(0)
 sys.exit(1)
 ' "$work/align2.out"
+
+# hpc interactive --tool names the tool as the table does: the one-line
+# script 'star' matched none of STAR's own spellings (no history), and an
+# unknown tool went through in silence (exit 0).
+mkdir -p "$work/fakesrun"
+printf '#!/bin/sh\necho "srun $*"\n' >"$work/fakesrun/srun"
+chmod +x "$work/fakesrun/srun"
+for t in star STAR; do
+    PATH="$work/fakesrun:$PATH" SHELL=/bin/sh "$hpc" interactive --tool "$t" >"$work/inter-$t.out" 2>&1
+    check "interactive --tool $t is sized from the 30 star jobs of the history" \
+        grep -q "^srun .*--mem=3[0-9]*M" "$work/inter-$t.out"
+done
+check "interactive --tool nosuch is a usage error (exit 2)" \
+    status 2 env PATH="$work/fakesrun:$PATH" "$hpc" interactive --tool nosuch
 
 # ---------------------------------------------------------------- doctor's sources
 mkdir -p "$work/root/proc/fs/lustre" "$work/root/sys/class/infiniband/mlx5_0" "$work/root/dev" \

@@ -52,6 +52,10 @@ pub struct PlanArgs {
     /// write the options to pass to sbatch here, one a line
     #[argh(option)]
     options: Option<String>,
+    /// the tool the script runs, by its name in the tool table (hpc
+    /// interactive --tool), over what is read from the script
+    #[argh(option)]
+    tool: Option<String>,
     /// write the options for srun here, one a line (hpc interactive): the
     /// script's own that srun takes too, with the advice over them
     #[argh(option)]
@@ -507,6 +511,17 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
         .with_cli(&args.sbatch)?;
     let table = ToolTable::builtin();
     let mut analysis = crate::analyze::analyze_bytes(path, bytes.clone(), &table)?;
+    if let Some(t) = &args.tool {
+        let name = t.to_lowercase();
+        if table.tool(&name).is_none() {
+            return Err(Error::Usage(format!(
+                "--tool {}: not a tool of the table (man hpc-model, TOOLS)",
+                hpc_core::paths::escaped(t)
+            )));
+        }
+        analysis.tools = vec![name.clone()];
+        analysis.tool = name;
+    }
     analysis.request = d.request();
     analysis.user = Some(hpc_core::paths::user_name());
     let mut rejects = Rejects::new("hpc-model");
