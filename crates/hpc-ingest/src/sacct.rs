@@ -486,6 +486,13 @@ pub fn parse_line<'a>(
         is_final: slurm::state_is_final(state),
         ..Default::default()
     };
+    // `sacct -D` shows each run of a requeued job: an earlier run, REQUEUED
+    // with an end, is over (its record is kept by its own start), and was
+    // left 'running or pending' for ever.
+    let job = Job {
+        is_final: job.is_final || (state == "REQUEUED" && job.end.is_some()),
+        ..job
+    };
     Ok(Parsed::Job(Box::new(Pending {
         key: id.job.to_owned(),
         job,

@@ -910,3 +910,36 @@ fn a_headerless_first_job_named_jobid_is_a_job() {
         "1100 max_rss_mb",
     );
 }
+
+#[test]
+fn an_earlier_run_of_a_requeued_job_is_over() {
+    // sacct -D: the first run REQUEUED with its end, then the run that
+    // completed. The first stayed 'running or pending' for ever.
+    let text = "JobID|JobIDRaw|State|Start|End|ElapsedRaw|AllocCPUS|ReqMem|MaxRSS|TotalCPU\n\
+                700|700|REQUEUED|2026-11-21T10:00:00|2026-11-21T11:00:00|3600|8|8G||07:50:00\n\
+                700.batch|700.batch|CANCELLED|2026-11-21T10:00:00|2026-11-21T11:00:00|3600|8||7000M|07:50:00\n\
+                700|700|COMPLETED|2026-11-21T11:05:00|2026-11-21T11:35:00|1800|8|8G||00:01:00\n\
+                700.batch|700.batch|COMPLETED|2026-11-21T11:05:00|2026-11-21T11:35:00|1800|8||500M|00:01:00\n\
+                701|701|REQUEUED|2026-11-21T10:00:00|Unknown|3600|8|8G||00:00:00\n";
+    let out = ingest(&["--ndjson"], text.as_bytes());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let finals: Vec<(String, bool)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (
+                v["state"].as_str().unwrap().to_string(),
+                v["is_final"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        finals,
+        [
+            ("REQUEUED".to_string(), true),
+            ("COMPLETED".to_string(), true),
+            ("REQUEUED".to_string(), false)
+        ]
+    );
+}
