@@ -91,6 +91,18 @@ check "harvest: slurmdbd down -> exit 1, says so" \
 check "harvest: slurmdbd down -> watermark kept" \
     [ "$(cat "$work/harvest-down/data/hpc-sizer/harvest.watermark")" = 1700000000 ]
 
+# A harvest killed with -9 left its temporaries in the data folder for
+# ever: the next one, holding the lock, removes them.
+hk=$work/harvest-killed
+mkdir -p "$hk/bin" "$hk/data/hpc-sizer"
+fake_sacct "$hk/bin/sacct" "$good_sacct"
+: >"$hk/data/hpc-sizer/.sacct-status.AbC123"
+mkdir "$hk/data/hpc-sizer/.reflag.XyZ789"
+XDG_DATA_HOME=$hk/data PATH="$hk/bin:$PATH" HPC_SIZER_SPOOL=$hk/spool \
+    hpc-harvest --db "$hk/h.db" >"$hk/out" 2>&1
+check "harvest: a killed run's temporaries are removed by the next" \
+    test ! -e "$hk/data/hpc-sizer/.sacct-status.AbC123" -a ! -e "$hk/data/hpc-sizer/.reflag.XyZ789"
+
 # Two harvests at once on one data folder swept the same node files (one
 # finalized what the other removed): the second waits for the first, and
 # when it cannot have the folder within HPC_HARVEST_WAIT it says so, exit 1,
@@ -316,6 +328,19 @@ check "finalize: node files of two jobs -> exit 1 ($(cat "$fz/rc2"))" [ "$(cat "
 check "finalize: ... the archived series is kept" cmp -s "$fz/series.before" "$fz/spool/archive/61.series.ndjson.gz"
 check "finalize: ... the stored result is kept" cmp -s "$fz/result.before" "$fz/spool/incoming/61.ndjson"
 check "finalize: ... and it says the node files stay" grep -q "merged nothing; the node files stay" "$fz/out2"
+
+# What a finalizer killed with -9 left is removed by a later one once a day
+# old (a young one may be another finalizer's); the loader's claims stay.
+mkdir -p "$fz/spool/.finalize.60.abcdef" "$fz/spool/.finalize.59.ghijkl" "$fz/spool/64"
+touch -d '2 days ago' "$fz/spool/.finalize.60.abcdef" "$fz/spool/incoming/.60.ndjson.AbC123" \
+    "$fz/spool/incoming/.loading.58.ndjson"
+node_file 64 n1 >"$fz/spool/64/n1.ndjson"
+HPC_SIZER_SPOOL=$fz/spool hpc-finalize --no-sacct 64 >"$fz/out4" 2>&1
+check "finalize: a killed finalizer's day-old leftovers are removed" \
+    test ! -e "$fz/spool/.finalize.60.abcdef" -a ! -e "$fz/spool/incoming/.60.ndjson.AbC123"
+check "... a young work folder and the loader's claim stay" \
+    test -d "$fz/spool/.finalize.59.ghijkl" -a -e "$fz/spool/incoming/.loading.58.ndjson"
+rm -rf "$fz/spool/.finalize.59.ghijkl" "$fz/spool/incoming/.loading.58.ndjson"
 
 # A requeued job run again on another node: the first run's node file was
 # merged beside the second's as another node (its memory too). hpc-monitor
