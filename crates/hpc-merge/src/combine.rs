@@ -140,6 +140,9 @@ struct Acc {
     /// Each field's first value (NaN: none): for a cumulative counter, what
     /// it held when the node's first sample was taken.
     first: [f64; NF],
+    /// Each field's last value (NaN: none): a rate's stands for the whole
+    /// interval before the last sample, of which its bin is one step.
+    last: [f64; NF],
 }
 
 impl Acc {
@@ -148,6 +151,7 @@ impl Acc {
             sum: [0.0; NF],
             n: [0; NF],
             first: [f64::NAN; NF],
+            last: [f64::NAN; NF],
         }
     }
     fn mean(&self, k: usize) -> Option<f64> {
@@ -404,7 +408,9 @@ impl<'a> Combiner<'a> {
             peak_rss_mb: (!peak_rss.is_nan()).then(|| round6(peak_rss)),
             mean_rss_mb: series.fine.mean(RSS).map(round6),
             cpu_s: cpu_s.map(round6),
-            mean_cpu_cores: series.fine.mean(CORES).map(round6),
+            mean_cpu_cores: job_mean_cores(&with_data, t0.zip(t1))
+                .or_else(|| series.fine.mean(CORES))
+                .map(round6),
             node_cpu_cv,
             nodes: present,
             missing_nodes: missing,
@@ -546,6 +552,20 @@ fn node_spread(with_data: &[&NodeStat]) -> (Option<f64>, Option<Vec<Value>>) {
         .map(|n| Value::from(n.host.clone()))
         .collect();
     (cv, Some(idle))
+}
+
+/// The job's busy cores on average over its span `(t0, t1)`: each node's
+/// mean over its own sampled span, weighted by that span (a node counts 0
+/// outside it); `None` when a node with samples has no mean. The mean of
+/// the job-wide bins (before) counted the last interval as one bin and the
+/// first as none: 0.62 cores for 0.51 at 5 s sampling.
+fn job_mean_cores(with_data: &[&NodeStat], span: Option<(f64, f64)>) -> Option<f64> {
+    let (t0, t1) = span.filter(|(a, b)| b > a)?;
+    let mut busy = 0.0;
+    for n in with_data {
+        busy += n.mean_cores? * (n.t_max - n.t_min);
+    }
+    Some(busy / (t1 - t0))
 }
 
 /// The job's CPU seconds over the nodes that have them, and where they
@@ -692,8 +712,8 @@ pub(crate) fn fold_node(
     }
     let place = Placement::of(opts, step, origin, &n);
     let acc = add_held(agg, &n, &place)?;
-    let (cpu_s, cpu_cumulative) = node_cpu_s(&acc, step);
-    let totals = node_totals(&acc, step);
+    let (cpu_s, cpu_cumulative) = node_cpu_s(&acc, step, place.interval);
+    let totals = node_totals(&acc, step, place.interval);
     let b = &n.bins;
     // Busy cores on average: with cumulative CPU times, their increase over
     // the sampled span (a probe that reads the processes' CPU only on some
@@ -854,28 +874,39 @@ fn add_held(agg: &mut Aggregate, n: &NodeData, place: &Placement) -> Result<Acc>
             if have && acc.first[k].is_nan() {
                 acc.first[k] = *x;
             }
+            if have {
+                acc.last[k] = *x;
+            }
         }
     });
     Ok(acc)
 }
 
-/// The integral over the node's bins of field `k`, `step` seconds a bin.
-fn integral(acc: &Acc, step: f64, k: usize) -> Option<f64> {
-    acc.total(k).map(|s| s * step)
+/// The integral over the node's bins of field `k` (a rate), `step`
+/// seconds a bin, and over the rest of its last interval: a rate is held
+/// forward from its sample, so the last one covered one bin of the
+/// `interval` it stands for (at 5 s sampling, 16 of 20 s: totals 20 % low).
+fn integral(acc: &Acc, step: f64, interval: f64, k: usize) -> Option<f64> {
+    let tail = if acc.last[k].is_nan() {
+        0.0
+    } else {
+        acc.last[k] * (interval - step).max(0.0)
+    };
+    acc.total(k).map(|s| s * step + tail)
 }
 
 /// A node's CPU seconds: from the cumulative counters when it has them
 /// (true), else the integral of busy cores (false).
-fn node_cpu_s(acc: &Acc, step: f64) -> (Option<f64>, bool) {
+fn node_cpu_s(acc: &Acc, step: f64, interval: f64) -> (Option<f64>, bool) {
     match (acc.total(CPU_USER), acc.total(CPU_SYS)) {
-        (None, None) => (integral(acc, step, CORES), false),
+        (None, None) => (integral(acc, step, interval, CORES), false),
         (u, s) => (Some(u.unwrap_or(0.0) + s.unwrap_or(0.0)), true),
     }
 }
 
 /// A node's I/O and energy totals, indexed by the `T_*` constants.
-fn node_totals(acc: &Acc, step: f64) -> [Option<f64>; TOTAL_NAMES.len()] {
-    let integral = |k: usize| integral(acc, step, k);
+fn node_totals(acc: &Acc, step: f64, interval: f64) -> [Option<f64>; TOTAL_NAMES.len()] {
+    let integral = |k: usize| integral(acc, step, interval, k);
     let mut totals = [None; TOTAL_NAMES.len()];
     totals[T_READ] = acc.total(READ_MB).or_else(|| integral(READ_MBPS));
     totals[T_WRITE] = acc.total(WRITE_MB).or_else(|| integral(WRITE_MBPS));

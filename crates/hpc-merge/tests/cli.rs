@@ -784,3 +784,77 @@ fn a_nodes_mean_cores_leave_out_what_its_counters_held_at_the_start() {
     let mean = num(&node, "mean_cpu_cores");
     assert!((mean - 1.0).abs() < 1e-6, "{mean}");
 }
+
+/// One node sampled every 5 s: `f(i)` gives the extra fields of the sample
+/// at 5 i s (i from 0 to 4).
+fn five_second_node(f: impl Fn(usize) -> String) -> String {
+    let mut lines = vec![format!(
+        r#"{{"kind":"meta","job_id":"42","host":"n1","start":{T0},"interval_s":5,"probe_version":"test"}}"#
+    )];
+    for i in 0..5 {
+        lines.push(format!(
+            r#"{{"kind":"sample","t":{},"host":"n1","job_id":"42"{}}}"#,
+            T0 + 5.0 * i as f64,
+            f(i)
+        ));
+    }
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn rates_count_for_their_whole_interval_whatever_the_grid() {
+    // Four 5 s intervals at 10 MB/s and one busy core: 200 MB and 20 CPU
+    // seconds. The last rate counted for one 1 s bin: 160 and 16 (200 and
+    // 20 only with --grid 5).
+    let dir = tempfile::tempdir().unwrap();
+    let text = five_second_node(|i| {
+        if i == 0 {
+            String::new()
+        } else {
+            r#","write_mbps":10,"cpu_cores":1"#.into()
+        }
+    });
+    let p = write(dir.path(), "n1.ndjson", &text);
+    for grid in [None, Some("1"), Some("5")] {
+        let mut args = vec![p.as_str()];
+        if let Some(g) = grid {
+            args.extend(["--grid", g]);
+        }
+        let (code, out, err) = TOOL.cli(&args, "");
+        assert_eq!(code, 0, "{err}");
+        let job = job_summary(&out);
+        assert!(
+            (num(&job, "write_mb") - 200.0).abs() < 1e-6,
+            "{grid:?}: {job}"
+        );
+        assert!((num(&job, "cpu_s") - 20.0).abs() < 1e-6, "{grid:?}: {job}");
+    }
+}
+
+#[test]
+fn the_jobs_mean_cores_is_a_time_mean_like_its_nodes() {
+    // Two busy cores for 10 s, then idle for 10 s, sampled every 5 s: 1.0
+    // core over the 20 s. The job-wide figure was the mean of its 1 s
+    // bins, 1.25 (the last interval one bin, the first none), beside the
+    // node's 1.0.
+    let dir = tempfile::tempdir().unwrap();
+    let cpu = [0, 10, 20, 20, 20];
+    let cores = [
+        "",
+        r#","cpu_cores":2"#,
+        r#","cpu_cores":2"#,
+        r#","cpu_cores":0"#,
+        r#","cpu_cores":0"#,
+    ];
+    let text = five_second_node(|i| format!(r#","cpu_user_s":{}{}"#, cpu[i], cores[i]));
+    let p = write(dir.path(), "n1.ndjson", &text);
+    let (code, out, err) = TOOL.cli(&[&p], "");
+    assert_eq!(code, 0, "{err}");
+    let job = job_summary(&out);
+    let node = records(&out)
+        .into_iter()
+        .find(|v| v["kind"] == "summary" && v["host"] == "n1")
+        .unwrap();
+    assert!((num(&node, "mean_cpu_cores") - 1.0).abs() < 1e-6, "{node}");
+    assert!((num(&job, "mean_cpu_cores") - 1.0).abs() < 1e-6, "{job}");
+}
