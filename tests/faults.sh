@@ -103,6 +103,21 @@ XDG_DATA_HOME=$hk/data PATH="$hk/bin:$PATH" HPC_SIZER_SPOOL=$hk/spool \
 check "harvest: a killed run's temporaries are removed by the next" \
     test ! -e "$hk/data/hpc-sizer/.sacct-status.AbC123" -a ! -e "$hk/data/hpc-sizer/.reflag.XyZ789"
 
+# What the sweep runs as the spool's owner gets none of the locks'
+# descriptors (one kept by a process of the user's would hold the lock for
+# ever): a finalizer in its place records its open files.
+hd=$work/harvest-fds
+mkdir -p "$hd/bin" "$hd/data/hpc-sizer" "$hd/spool/57"
+fake_sacct "$hd/bin/sacct" "case \"\$*\" in *'-o State'*) echo COMPLETED ;; *) $good_sacct ;; esac"
+printf '#!/bin/sh\nls -l /proc/$$/fd/ >"%s/fds"\nexit 1\n' "$hd" >"$hd/bin/hpc-finalize"
+chmod +x "$hd/bin/hpc-finalize"
+echo '{}' >"$hd/spool/57/n1.ndjson"
+touch -d '2 hours ago' "$hd/spool/57/n1.ndjson" "$hd/spool/57"
+XDG_DATA_HOME=$hd/data PATH="$hd/bin:$PATH" HPC_SIZER_SPOOL=$hd/spool \
+    hpc-harvest --db "$hd/h.db" --spool "$hd/spool" 9>"$hd/loader.lock" >"$hd/out" 2>&1
+check "harvest: the owner's finalizer ran (the sweep)" test -s "$hd/fds"
+check "... without the harvest's or the loader's lock open" sh -c "! grep -q 'lock' '$hd/fds'"
+
 # Two harvests at once on one data folder swept the same node files (one
 # finalized what the other removed): the second waits for the first, and
 # when it cannot have the folder within HPC_HARVEST_WAIT it says so, exit 1,
@@ -110,20 +125,24 @@ check "harvest: a killed run's temporaries are removed by the next" \
 hl=$work/harvest-lock
 mkdir -p "$hl/bin" "$hl/data/hpc-sizer"
 fake_sacct "$hl/bin/sacct" "touch $hl/sacct.ran; $good_sacct"
+# A self-resubmitting chain goes on when the lock is not had.
+printf '#!/bin/sh\ntouch "%s/sbatch.ran"\n' "$hl" >"$hl/bin/sbatch"
+chmod +x "$hl/bin/sbatch"
 flock "$hl/data/hpc-sizer/harvest.lock" sleep 3 &
 holder=$!
 sleep 0.5
 XDG_DATA_HOME=$hl/data PATH="$hl/bin:$PATH" HPC_SIZER_SPOOL=$hl/spool HPC_HARVEST_WAIT=1 \
-    hpc-harvest --db "$hl/h.db" >"$hl/out" 2>&1
+    hpc-harvest --db "$hl/h.db" --resubmit 1day >"$hl/out" 2>&1
 rc=$?
 check "harvest: another harvest holds the data folder -> exit 1 ($rc), sacct not run" \
-    [ "$rc" = 1 ] && [ ! -e "$hl/sacct.ran" ]
+    test "$rc" = 1 -a ! -e "$hl/sacct.ran"
 check "... and it says so" grep -q "harvest.lock has been held for over 1 s by another harvest" "$hl/out"
+check "... and the next run of its chain is still submitted" test -e "$hl/sbatch.ran"
 XDG_DATA_HOME=$hl/data PATH="$hl/bin:$PATH" HPC_SIZER_SPOOL=$hl/spool \
     hpc-harvest --db "$hl/h.db" >"$hl/out2" 2>&1
 rc=$?
 wait "$holder"
-check "... a harvest waits for the one before it, then runs (exit $rc)" [ "$rc" = 0 ] && [ -e "$hl/sacct.ran" ]
+check "... a harvest waits for the one before it, then runs (exit $rc)" test "$rc" = 0 -a -e "$hl/sacct.ran"
 
 # A failing sacct holds its watermark, not the spools: before, the run
 # stopped there and no spool loaded until sacct worked again.
