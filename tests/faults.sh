@@ -91,6 +91,30 @@ check "harvest: slurmdbd down -> exit 1, says so" \
 check "harvest: slurmdbd down -> watermark kept" \
     [ "$(cat "$work/harvest-down/data/hpc-sizer/harvest.watermark")" = 1700000000 ]
 
+# sacct -S leaves out a job's steps that ended before the window starts: a
+# job that ran across the window's start was stored with its later steps
+# only (MaxRSS 1000M of the batch step, not 5000M of step 0). It is read
+# again by its id from its own start. The fake answers as sacct does.
+hw=$work/harvest-across
+mkdir -p "$hw/bin" "$hw/data/hpc-sizer"
+fake_sacct "$hw/bin/sacct" "$(cat <<'EOF'
+case "$*" in
+    *" -X "*) echo "77|1767261660" ;;
+    *) echo "JobID|JobIDRaw|State|Submit|Start|End|Elapsed|AllocCPUS|ReqMem|MaxRSS|TotalCPU"
+       echo "77|77|COMPLETED|1767261600|1767261660|1767275000|03:42:20|2|8G||01:00:00"
+       echo "77.batch|77.batch|COMPLETED|1767261660|1767261660|1767275000|03:42:20|2||1000M|00:10:00"
+       case "$*" in *"-j 77 "*) echo "77.0|77.0|COMPLETED|1767261660|1767261700|1767262000|00:05:00|2||5000M|00:50:00" ;; esac ;;
+esac
+EOF
+)"
+echo 1767270000 >"$hw/data/hpc-sizer/harvest.watermark"
+XDG_DATA_HOME=$hw/data PATH="$hw/bin:$PATH" HPC_SIZER_SPOOL=$hw/spool \
+    hpc-harvest --db "$hw/h.db" >"$hw/out" 2>&1
+rc=$?
+rss=$(hpc-store --db "$hw/h.db" dump --kind job | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline()).get("max_rss_mb"))')
+check "harvest: a job that ran across the window's start is stored whole (MaxRSS $rss, exit $rc)" \
+    test "$rss" = 5000.0 -a "$rc" = 0
+
 # A harvest killed with -9 left its temporaries in the data folder for
 # ever: the next one, holding the lock, removes them.
 hk=$work/harvest-killed
