@@ -362,12 +362,28 @@ pub struct Tools {
     /// which call the other tools by name: where `hpc submit` found them.
     /// A job submitted with `--export=NONE` runs with its login PATH.
     pub path: Option<String>,
-    /// The spool they write to (`HPC_SIZER_SPOOL`), as at submission, for
-    /// the same reason.
+    /// The spool they write to (`HPC_SIZER_SPOOL`) where the job has none,
+    /// as at submission, for the same reason. A job's own (an admin's
+    /// TaskProlog exports the user's spool of the site) is kept: the
+    /// monitor then finds the probe it started.
     pub spool: Option<String>,
 }
 
 impl Tools {
+    /// The spool, where given (an empty one is none).
+    fn spool(&self) -> Option<&str> {
+        self.spool.as_deref().filter(|d| !d.is_empty())
+    }
+
+    /// The wrapper's line that sets `hpc_spool`: the job's own
+    /// `HPC_SIZER_SPOOL`, else [`Tools::spool`] (quotes in an unquoted
+    /// `${...:-word}` are removed as in an assignment, in every sh).
+    fn preamble(&self) -> String {
+        self.spool().map_or(String::new(), |d| {
+            format!("hpc_spool=${{HPC_SIZER_SPOOL:-{}}}\n", sh_quote(d))
+        })
+    }
+
     /// `command` (sh text) run with [`Tools::path`] and [`Tools::spool`]
     /// (an empty one is none: an empty PATH entry is the current folder).
     fn run(&self, command: &str) -> String {
@@ -375,8 +391,8 @@ impl Tools {
         if let Some(p) = self.path.as_deref().filter(|p| !p.is_empty()) {
             s.push_str(&format!("PATH={}\"${{PATH:+:$PATH}}\" ", sh_quote(p)));
         }
-        if let Some(d) = self.spool.as_deref().filter(|d| !d.is_empty()) {
-            s.push_str(&format!("HPC_SIZER_SPOOL={} ", sh_quote(d)));
+        if self.spool().is_some() {
+            s.push_str("HPC_SIZER_SPOOL=\"$hpc_spool\" ");
         }
         s + command
     }
@@ -417,6 +433,7 @@ pub fn wrapper(script: &[u8], block_end: usize, tools: &Tools) -> Result<Vec<u8>
         tools.run(&format!("{mon} stop")),
     );
     let fin = tools.run(&fin);
+    let preamble = tools.preamble();
     let run = match &arg {
         Some(a) => format!("{} {}", sh_quote(&interp), sh_quote(a)),
         None => sh_quote(&interp),
@@ -441,7 +458,7 @@ pub fn wrapper(script: &[u8], block_end: usize, tools: &Tools) -> Result<Vec<u8>
     w.extend_from_slice(
         format!(
             r#"{delim}
-hpc_monitored=0
+{preamble}hpc_monitored=0
 if {start}; then
     hpc_monitored=1
 else

@@ -490,4 +490,22 @@ fn the_monitor_and_finalizer_run_with_the_tools_and_spool_of_the_submission() {
         std::fs::read_to_string(&log).unwrap(),
         format!("monitor start {tools}\nmonitor stop {tools}\nfinalize 77 {tools}\n")
     );
+    // A job's own spool (an admin's TaskProlog exports the site's) is kept:
+    // the monitor then finds the probe the prolog started.
+    std::fs::remove_file(&log).unwrap();
+    let out = Command::new("sh")
+        .arg(&wrap)
+        .env("SLURM_JOB_ID", "77")
+        .env("PATH", "/usr/bin:/bin")
+        .env("HPC_SIZER_SPOOL", "/site/spool/ana")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        hpc_testkit::text(&out.stdout),
+        "job PATH=/usr/bin:/bin SPOOL=/site/spool/ana\n"
+    );
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.starts_with("monitor start PATH=/opt/hpc tools/bin:/usr/local/hpc:/usr/bin:/bin SPOOL=/site/spool/ana\n"), "{log}");
 }
