@@ -473,14 +473,15 @@ impl Walk {
             let lc = self.last_cum[k];
             self.out[k] = if x.is_nan() {
                 f64::NAN
-            } else if lc.is_nan() || x < 0.5 * lc {
-                // First value, or a counter reset (it started again near
-                // zero): count from zero.
+            } else if lc.is_nan() {
+                // The first value: count from zero.
                 x
             } else {
-                // A small dip is no reset (a process left the summed set:
-                // what it used was counted): nothing new. Counted as a
-                // reset, 104 then 103.5 added the whole 103.5 again.
+                // A counter that fell lost a process from the summed set
+                // (what it used was counted) or started again: nothing new,
+                // counting on from the lower value (at most one interval of
+                // a new counter is lost). Counted as a reset, 104 then 103.5
+                // added the whole 103.5 again.
                 (x - lc).max(0.0)
             };
             if !x.is_nan() {

@@ -731,7 +731,9 @@ fn readings_no_meter_gives_are_rejected_with_their_line() {
 #[test]
 fn a_counter_that_dips_is_not_counted_twice() {
     // read_mb 0, 101, 102, 103, 104, 103.5, 106 ... 110: a dip (a process
-    // left the summed set) was a reset, and the total 214.
+    // left the summed set) was a reset, and the total 214. So was a larger
+    // one (0, 60, 120, 20, 25: a process that had read 100 left): 145 for
+    // 125.
     let dir = tempfile::tempdir().unwrap();
     let mut lines = vec![format!(
         r#"{{"kind":"meta","job_id":"42","host":"n1","start":{T0},"interval_s":1,"probe_version":"test"}}"#
@@ -752,6 +754,18 @@ fn a_counter_that_dips_is_not_counted_twice() {
     // was counted before it).
     let read = num(&job_summary(&out), "read_mb");
     assert!((read - 110.5).abs() < 1e-6, "{read}");
+    let mut lines = vec![lines[0].clone()];
+    for (i, r) in [0.0, 60.0, 120.0, 20.0, 25.0].iter().enumerate() {
+        lines.push(format!(
+            r#"{{"kind":"sample","t":{},"host":"n1","job_id":"42","read_mb":{r}}}"#,
+            T0 + i as f64
+        ));
+    }
+    let p = write(dir.path(), "n2.ndjson", &(lines.join("\n") + "\n"));
+    let (code, out, err) = TOOL.cli(&[&p], "");
+    assert_eq!(code, 0, "{err}");
+    let read = num(&job_summary(&out), "read_mb");
+    assert!((read - 125.0).abs() < 1e-6, "{read}");
 }
 
 #[test]
