@@ -225,10 +225,15 @@ impl App {
     /// when the file is the one it was opened on, else a new one.
     fn take(&self) -> std::result::Result<(Store, (u64, u64)), Miss> {
         use std::os::unix::fs::MetadataExt;
+        // The path is the admin's to see (the server's log), not every
+        // user's: the page says there is none.
         let m = std::fs::metadata(&self.db).map_err(|e| {
-            Miss::Unavailable(format!(
-                "no database at {}: {e}",
+            hpc_core::note!(
+                "hpc-web: no database at {}: {e}",
                 hpc_core::paths::shown(&self.db)
+            );
+            Miss::Unavailable(format!(
+                "no database where the server reads it ({e}; its log names the path)"
             ))
         })?;
         let file = (m.dev(), m.ino());

@@ -539,6 +539,9 @@ fn a_locked_deleted_or_replaced_history_is_a_clear_page_and_the_server_goes_on()
     let (st, body) = srv.get("/", Some("ann"));
     assert_eq!(st, 503);
     assert!(body.contains("no database"), "{body}");
+    // The path is the admin's to see, in the server's log, not every user's.
+    let dir = srv.db.parent().unwrap().to_string_lossy().into_owned();
+    assert!(!body.contains(&dir), "{body}");
     // Replaced by another history: the new one is served.
     {
         let mut s = Store::open(&srv.db).unwrap();
