@@ -61,6 +61,10 @@ check "history without --tool exits 2" status 2 "$hpc" history
 check "scheduler bogus exits 2" status 2 "$hpc" scheduler bogus
 check "scheduler start --every 'now;rm' exits 2" status 2 "$hpc" scheduler start --every 'now;rm'
 check "submit of a missing script exits 1" status 1 "$hpc" submit --no-recommend "$work/none.sbatch"
+# A script without #! was advised by recommend and refused by submit.
+printf 'echo no shebang\n#SBATCH --mem=1G\n' >"$work/noshebang.sbatch"
+check "recommend of a script without #! exits 1" status 1 "$hpc" recommend "$work/noshebang.sbatch"
+check "... and says why, as submit does" grep -q "not a batch script" "$work/err"
 for r in 0 100 100.5; do
     check "recommend --risk $r is a usage error (exit 2)" status 2 "$hpc" recommend --risk "$r" "$work/none.sbatch"
 done

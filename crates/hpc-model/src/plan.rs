@@ -398,6 +398,9 @@ impl Tools {
     }
 }
 
+/// What a script without a `#!` line is told.
+const NOT_A_BATCH_SCRIPT: &str = "not a batch script: its first line must start with #! and name an interpreter (sbatch refuses it too)";
+
 /// The job script sbatch is given: the directive block of `script` as
 /// written (sbatch reads it there), then code that writes the script,
 /// unchanged, to a private temporary file, starts the monitor, runs the file
@@ -411,9 +414,7 @@ impl Tools {
 pub fn wrapper(script: &[u8], block_end: usize, tools: &Tools) -> Result<Vec<u8>> {
     let lines: Vec<&[u8]> = script.split(|b| *b == b'\n').collect();
     let Some((interp, arg)) = lines.first().and_then(|l| shebang(l)) else {
-        return Err(Error::Other(
-            "not a batch script: its first line must start with #! and name an interpreter (sbatch refuses it too)".into(),
-        ));
+        return Err(Error::Other(NOT_A_BATCH_SCRIPT.into()));
     };
     let mut delim = String::from("HPC_SUBMIT_SCRIPT_END");
     while lines
@@ -523,6 +524,11 @@ pub fn main_with(args: PlanArgs) -> Result<()> {
     let bytes = crate::analyze::read_capped(path, false)?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let shown = hpc_core::paths::shown(path);
+    // Refused whatever is asked of the plan (hpc recommend too, not only
+    // the wrapper submit writes): sbatch refuses such a script.
+    if shebang(bytes.split(|b| *b == b'\n').next().unwrap_or_default()).is_none() {
+        return Err(Error::Other(format!("{shown}: {NOT_A_BATCH_SCRIPT}")));
+    }
     let d = Directives::read(&text)
         .map_err(|e| Error::Other(format!("{shown}: line {}: {}", e.line, e.reason)))?
         .with_cli(&args.sbatch)?;
