@@ -488,48 +488,58 @@ fn apply_words(raw: &mut Raw, words: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The option of [`SRUN_ALSO`] a word names: its long name, whether it
-/// takes a value, and the value when the word holds it.
-fn srun_also(w: &str) -> Option<(&'static str, bool, Option<String>)> {
-    let (entry, inline) = if let Some(long) = w.strip_prefix("--") {
-        let (name, value) = match long.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
-            None => (long, None),
-        };
-        (SRUN_ALSO.iter().find(|o| o.0 == name)?, value)
-    } else {
-        let mut chars = w.strip_prefix('-')?.chars();
-        let letter = chars.next()?;
-        let entry = SRUN_ALSO.iter().find(|o| o.1 == Some(letter))?;
-        let rest: String = chars.collect();
-        if !entry.2 && !rest.is_empty() {
-            return None;
-        }
-        (entry, (!rest.is_empty()).then_some(rest))
-    };
-    Some((entry.0, entry.2, inline))
+/// How a word names an option: its long name or its short letter.
+enum Named<'a> {
+    Long(&'a str),
+    Short(char),
 }
 
-/// The option a word names, how it was written, and its value when the word
-/// holds it (`--mem=4G`, `-c4`).
-fn find_option(w: &str) -> Option<(Key, String, Option<String>)> {
+/// The option a word names and its value when the word holds it
+/// (`--mem=4G`, `-c4`); `None` for a word that is no option.
+fn named(w: &str) -> Option<(Named<'_>, Option<String>)> {
     if let Some(long) = w.strip_prefix("--") {
-        let (name, value) = match long.split_once('=') {
-            Some((n, v)) => (n, Some(v.to_string())),
-            None => (long, None),
-        };
-        let key = OPTIONS.iter().find(|o| o.0 == name)?.2;
-        return Some((key, format!("--{name}"), value));
+        return Some(match long.split_once('=') {
+            Some((n, v)) => (Named::Long(n), Some(v.to_string())),
+            None => (Named::Long(long), None),
+        });
     }
     let mut chars = w.strip_prefix('-')?.chars();
     let letter = chars.next()?;
-    let key = OPTIONS.iter().find(|o| o.1 == Some(letter))?.2;
     let rest: String = chars.collect();
-    Some((
-        key,
-        format!("-{letter}"),
-        (!rest.is_empty()).then_some(rest),
-    ))
+    Some((Named::Short(letter), (!rest.is_empty()).then_some(rest)))
+}
+
+/// The option of [`SRUN_ALSO`] a word names: its long name, whether it
+/// takes a value, and the value when the word holds it.
+fn srun_also(w: &str) -> Option<(&'static str, bool, Option<String>)> {
+    let (name, inline) = named(w)?;
+    let entry = match name {
+        Named::Long(n) => SRUN_ALSO.iter().find(|o| o.0 == n)?,
+        Named::Short(l) => SRUN_ALSO.iter().find(|o| o.1 == Some(l))?,
+    };
+    // A flag's letter with more after it (`-Ox`) is not that flag.
+    if !entry.2 && inline.is_some() && matches!(name, Named::Short(_)) {
+        return None;
+    }
+    Some((entry.0, entry.2, inline))
+}
+
+/// The option of [`OPTIONS`] a word names, how it was written, and its
+/// value when the word holds it (`--mem=4G`, `-c4`).
+fn find_option(w: &str) -> Option<(Key, String, Option<String>)> {
+    let (name, inline) = named(w)?;
+    match name {
+        Named::Long(n) => Some((
+            OPTIONS.iter().find(|o| o.0 == n)?.2,
+            format!("--{n}"),
+            inline,
+        )),
+        Named::Short(l) => Some((
+            OPTIONS.iter().find(|o| o.1 == Some(l))?.2,
+            format!("-{l}"),
+            inline,
+        )),
+    }
 }
 
 /// Stores one option's value.

@@ -41,35 +41,31 @@ fn run_wrapped(dir: &Path, script: &str) -> (i32, String, String) {
 /// Plans `script` with a fake monitor and finalizer that log to `log`, and
 /// returns the wrapper's path.
 fn wrap(dir: &Path, script: &str) -> std::path::PathBuf {
+    wrap_with(dir, script, "", &[])
+}
+
+/// [`wrap`], the loggers writing `tail` (sh text) after their argument,
+/// and `extra` options given to plan.
+fn wrap_with(dir: &Path, script: &str, tail: &str, extra: &[&str]) -> std::path::PathBuf {
     let log = dir.join("log");
-    let mon = write(
-        dir,
-        "mon",
-        &format!("#!/bin/sh\necho \"monitor $1\" >>{}\n", log.display()),
-        true,
-    );
-    let fin = write(
-        dir,
-        "fin",
-        &format!("#!/bin/sh\necho \"finalize $1\" >>{}\n", log.display()),
-        true,
-    );
+    let logger = |what: &str| format!("#!/bin/sh\necho \"{what} $1{tail}\" >>{}\n", log.display());
+    let mon = write(dir, "mon", &logger("monitor"), true);
+    let fin = write(dir, "fin", &logger("finalize"), true);
     let s = write(dir, "job.sbatch", script, false);
     let wrap = dir.join("wrapped.sbatch");
-    let (code, _, err) = TOOL.cli(
-        &[
-            "plan",
-            &s,
-            "--no-recommend",
-            "--wrap",
-            wrap.to_str().unwrap(),
-            "--monitor",
-            &mon,
-            "--finalize",
-            &fin,
-        ],
-        "",
-    );
+    let mut args = vec![
+        "plan",
+        &s,
+        "--no-recommend",
+        "--wrap",
+        wrap.to_str().unwrap(),
+        "--monitor",
+        &mon,
+        "--finalize",
+        &fin,
+    ];
+    args.extend_from_slice(extra);
+    let (code, _, err) = TOOL.cli(&args, "");
     assert_eq!(code, 0, "{err}");
     wrap
 }
@@ -438,40 +434,17 @@ fn the_monitor_and_finalizer_run_with_the_tools_and_spool_of_the_submission() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let log = d.join("log");
-    let logger = |what: &str| {
-        format!(
-            "#!/bin/sh\necho \"{what} $1 PATH=$PATH SPOOL=${{HPC_SIZER_SPOOL-unset}}\" >>{}\n",
-            log.display()
-        )
-    };
-    let mon = write(d, "mon", &logger("monitor"), true);
-    let fin = write(d, "fin", &logger("finalize"), true);
-    let s = write(
+    let wrap = wrap_with(
         d,
-        "job.sbatch",
         "#!/bin/sh\necho \"job PATH=$PATH SPOOL=${HPC_SIZER_SPOOL-unset}\"\n",
-        false,
-    );
-    let wrap = d.join("wrapped.sbatch");
-    let (code, _, err) = TOOL.cli(
+        " PATH=$PATH SPOOL=${HPC_SIZER_SPOOL-unset}",
         &[
-            "plan",
-            &s,
-            "--no-recommend",
-            "--wrap",
-            wrap.to_str().unwrap(),
-            "--monitor",
-            &mon,
-            "--finalize",
-            &fin,
             "--tools-path",
             "/opt/hpc tools/bin:/usr/local/hpc",
             "--spool",
             "/var/spool/it's",
         ],
-        "",
     );
-    assert_eq!(code, 0, "{err}");
     let out = Command::new("sh")
         .arg(&wrap)
         .env("SLURM_JOB_ID", "77")
