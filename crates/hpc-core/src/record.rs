@@ -108,7 +108,9 @@ impl Job {
             if known {
                 self.mem_gb_hours_reserved = Some(round(req / 1024.0 * hours, 6));
             }
-            if let Some(used) = used_mem_mb {
+            // A peak of 0 is no reading (a process holds some memory): for
+            // hpc-ingest's records and hpc-store put's alike.
+            if let Some(used) = used_mem_mb.filter(|u| *u > 0.0) {
                 if known {
                     self.mem_gb_hours_wasted =
                         Some(round(((req - used) / 1024.0).max(0.0) * hours, 6));
@@ -399,6 +401,25 @@ pub fn from_line<T: serde::de::DeserializeOwned>(line: &str) -> Result<T, String
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_peak_of_zero_is_no_reading() {
+        // hpc-store put derives a hand-written record's figures: MaxRSS 0
+        // gave mem_eff 0 there, while hpc-ingest left it out.
+        let mut j = Job {
+            elapsed_s: Some(3600.0),
+            req_mem_mb: Some(4096.0),
+            max_rss_mb: Some(0.0),
+            ..Job::default()
+        };
+        j.derive(j.max_rss_mb);
+        assert_eq!(j.mem_eff, None);
+        assert_eq!(j.mem_gb_hours_wasted, None);
+        assert_eq!(j.mem_gb_hours_reserved, Some(4.0));
+        j.derive(Some(1024.0));
+        assert_eq!(j.mem_eff, Some(25.0));
+    }
+
     use super::*;
 
     #[test]
